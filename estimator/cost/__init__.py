@@ -1,0 +1,15 @@
+"""Cost functions, one module per op family. Importing this package registers them all."""
+
+from estimator.cost import (  # noqa: F401  (imported for their @register side effects)
+    attention,
+    conv,
+    elementwise,
+    matmul,
+    movement,
+    quant,
+    reduction,
+    views,
+)
+from estimator.cost.registry import FREE, CostError, OpView, Work, lookup, register, registered
+
+__all__ = ["FREE", "CostError", "OpView", "Work", "lookup", "register", "registered"]

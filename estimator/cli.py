@@ -1,0 +1,197 @@
+"""`estimate`: price an ONNX model's kernels on a GPU.
+
+Exit codes: 0 ok; 2 bad usage or bad input (one `error:` line); 1 internal error (re-run with --debug).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from estimator.dtypes import PRECISIONS
+
+EPILOG = """\
+examples:
+  estimate model.onnx --arch blackwell --dim batch=1 --dim seq=4096
+  estimate --model llama-3-8b --arch h100-sxm --precision bf16
+  estimate --model llama-3-8b-decode --symbolic
+dims: --model NAME binds the model's default dims (see --list-models) unless --symbolic or --dim says
+otherwise; an ONNX file keeps every dim not given by --dim symbolic.
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + 2 lines)
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="estimate", description="Latency bound and estimate of an ONNX model on an NVIDIA GPU.",
+                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")
+    p.add_argument("--model", dest="model_name", metavar="NAME", help="a bundled model (see --list-models)")
+    p.add_argument("--arch", default="h100-sxm",
+                   help="GPU SKU, alias (hopper, blackwell) or path to a hwdesc YAML (default: h100-sxm)")
+    p.add_argument("--precision", choices=list(PRECISIONS),
+                   help="re-type every float tensor to this precision (default: the graph's dtypes)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="bind a free dimension (repeatable)")
+    p.add_argument("--fusion", default="none", help="fusion strategy (only 'none' exists so far)")
+    p.add_argument("--pipeline", default=None, help="pass pipeline, e.g. 'dce' (default: dce)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print one JSON object")
+    out.add_argument("--symbolic", action="store_true", help="print closed-form totals in the free dims")
+    p.add_argument("--top", type=int, default=15, metavar="N", help="kernels in the table (default 15)")
+    p.add_argument("--strict", action="store_true", help="an uncosted op is an error")
+    p.add_argument("--list-archs", action="store_true", help="list bundled GPUs and exit")
+    p.add_argument("--list-models", action="store_true", help="list bundled models and exit")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return p
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise UsageError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim seq=4096")
+        try:
+            dims[name] = int(value)
+        except ValueError:
+            raise UsageError(f"--dim {item!r}: value must be an integer") from None
+        if dims[name] <= 0:
+            raise UsageError(f"--dim {item!r}: value must be a positive integer")
+    return dims
+
+
+def list_archs() -> str:
+    import hwdesc
+
+    rows = [f"{'arch':<14}{'name':<34}{'SMs':>5}{'bf16 TF/s':>11}{'fp8 TF/s':>10}{'fp4 TF/s':>10}"
+            f"{'fp32 TF/s':>11}{'DRAM TB/s':>11}{'L2 MB':>8}"]
+    for name in hwdesc.list_archs():
+        hw = hwdesc.load(name)
+        tc = hw.tensor_flops_per_s
+
+        def tf(key: str, peaks=tc) -> str:
+            return f"{peaks[key] / 1e12:.0f}" if key in peaks else "-"
+
+        rows.append(f"{name:<14}{hw.display_name[:33]:<34}{hw.sm_count:>5}{tf('bf16'):>11}{tf('fp8'):>10}"
+                    f"{tf('fp4'):>10}{hw.cuda_flops_per_s['fp32'] / 1e12:>11.1f}"
+                    f"{hw.dram_bytes_per_s / 1e12:>11.2f}{hw.l2_bytes / 2**20:>8.0f}")
+    aliases = ", ".join(f"{a} = {t}" for a, t in sorted(hwdesc.ALIASES.items()))
+    rows.append(f"aliases: {aliases}; any path to a .yaml descriptor works too")
+    return "\n".join(rows)
+
+
+def list_models() -> str:
+    import models
+
+    specs = models.list_models()
+    width = max(len(s.name) for s in specs) + 2
+    lines = []
+    for s in specs:
+        dims = ", ".join(f"{k}={v}" for k, v in s.default_dims.items())
+        lines.append(f"{s.name:<{width}}{s.description}  [default dims: {dims}]")
+    return "\n".join(lines)
+
+
+def load_graph(args: argparse.Namespace, dims: dict[str, int]):
+    """The IR graph for the MODEL path or --model NAME, and the dims to bind."""
+    from estimator.frontends.onnx_import import import_file, import_model
+
+    if args.model_path and args.model_name:
+        raise UsageError("give either MODEL or --model NAME, not both")
+    if args.model_name:
+        import models
+
+        if args.model_name not in models.MODELS:
+            known = ", ".join(sorted(models.MODELS))
+            raise UsageError(f"unknown model {args.model_name!r}; known: {known}")
+        spec = models.MODELS[args.model_name]
+        graph = import_model(spec.build())
+        if not args.symbolic:
+            dims = {**spec.default_dims, **dims}
+        return graph, dims
+    if not args.model_path:
+        raise UsageError("no model: give a path to an .onnx file or --model NAME (see --list-models)")
+    return import_file(args.model_path), dims
+
+
+def run(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.list_archs:
+        print(list_archs())
+        return 0
+    if args.list_models:
+        print(list_models())
+        return 0
+    if args.fusion != "none":
+        raise UsageError(f"--fusion {args.fusion}: fusion strategies are not implemented yet; "
+                         f"available: none")
+    if args.top < 1:
+        raise UsageError("--top must be at least 1")
+    dims = parse_dims(args.dim)
+
+    import hwdesc
+    from estimator.estimate import estimate
+    from estimator.report import to_json, to_symbolic, to_table
+    from passes import DEFAULT_PIPELINE
+
+    hw = hwdesc.load(args.arch)
+    graph, dims = load_graph(args, dims)
+    result = estimate(graph, hw, precision=args.precision, dims=dims,
+                      pipeline=args.pipeline if args.pipeline is not None else DEFAULT_PIPELINE,
+                      strict=args.strict)
+    if args.json:
+        print(json.dumps(to_json(result), indent=1))
+    elif args.symbolic:
+        print(to_symbolic(result))
+    else:
+        print(to_table(result, args.top))
+    return 0
+
+
+def _bad_input_errors() -> tuple[type[BaseException], ...]:
+    from estimator.estimate import EstimateError
+    from estimator.frontends.onnx_import import FrontendError
+    from estimator.precision import PrecisionError
+    from estimator.price import PriceError
+    from hwdesc import HwdescError
+    from passes import PipelineError
+
+    return (UsageError, FrontendError, EstimateError, PrecisionError, PriceError, HwdescError, PipelineError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        return run(argv)
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    except BrokenPipeError:  # output piped into `head`: not an error
+        sys.stderr.close()
+        return 0
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        if isinstance(exc, _bad_input_errors()):
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if debug:
+            traceback.print_exc()
+        print(f"error: internal error ({type(exc).__name__}: {exc}); re-run with --debug for a traceback",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

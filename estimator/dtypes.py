@@ -1,0 +1,107 @@
+"""Element types: names, sizes, and the mapping from ONNX's TensorProto enum.
+
+The estimator names dtypes by short strings (``bf16``, ``fp8e4m3``...) because hardware peaks are quoted
+per precision family; `tensor_peak_key` maps a dtype to the key used in a hardware descriptor.
+"""
+
+from __future__ import annotations
+
+import sympy
+from onnx import TensorProto
+
+# Bytes per element. fp4 and int4 pack two elements per byte.
+DTYPE_BYTES: dict[str, sympy.Rational] = {
+    "fp64": sympy.Integer(8),
+    "fp32": sympy.Integer(4),
+    "tf32": sympy.Integer(4),  # stored as fp32; only the tensor-core math is reduced
+    "bf16": sympy.Integer(2),
+    "fp16": sympy.Integer(2),
+    "fp8e4m3": sympy.Integer(1),
+    "fp8e5m2": sympy.Integer(1),
+    "fp4e2m1": sympy.Rational(1, 2),
+    "int4": sympy.Rational(1, 2),
+    "uint4": sympy.Rational(1, 2),
+    "int8": sympy.Integer(1),
+    "uint8": sympy.Integer(1),
+    "int16": sympy.Integer(2),
+    "uint16": sympy.Integer(2),
+    "int32": sympy.Integer(4),
+    "uint32": sympy.Integer(4),
+    "int64": sympy.Integer(8),
+    "uint64": sympy.Integer(8),
+    "bool": sympy.Integer(1),
+    "complex64": sympy.Integer(8),
+    "complex128": sympy.Integer(16),
+    # NB: strings have no fixed size; counted as 8 bytes (a pointer) per element.
+    "string": sympy.Integer(8),
+}
+
+FLOAT_DTYPES = frozenset({"fp64", "fp32", "tf32", "bf16", "fp16", "fp8e4m3", "fp8e5m2", "fp4e2m1"})
+
+_ONNX_TO_NAME = {
+    TensorProto.FLOAT: "fp32",
+    TensorProto.DOUBLE: "fp64",
+    TensorProto.FLOAT16: "fp16",
+    TensorProto.BFLOAT16: "bf16",
+    TensorProto.FLOAT8E4M3FN: "fp8e4m3",
+    TensorProto.FLOAT8E4M3FNUZ: "fp8e4m3",
+    TensorProto.FLOAT8E5M2: "fp8e5m2",
+    TensorProto.FLOAT8E5M2FNUZ: "fp8e5m2",
+    TensorProto.INT8: "int8",
+    TensorProto.UINT8: "uint8",
+    TensorProto.INT16: "int16",
+    TensorProto.UINT16: "uint16",
+    TensorProto.INT32: "int32",
+    TensorProto.UINT32: "uint32",
+    TensorProto.INT64: "int64",
+    TensorProto.UINT64: "uint64",
+    TensorProto.BOOL: "bool",
+    TensorProto.STRING: "string",
+    TensorProto.COMPLEX64: "complex64",
+    TensorProto.COMPLEX128: "complex128",
+}
+for _attr, _name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uint4")):
+    if hasattr(TensorProto, _attr):  # newer onnx only
+        _ONNX_TO_NAME[getattr(TensorProto, _attr)] = _name
+
+# --precision choices -> the dtype float tensors are re-typed to.
+PRECISIONS: dict[str, str] = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8": "fp8e4m3",
+    "fp4": "fp4e2m1",
+}
+
+# dtype -> key of HardwareDescriptor.tensor_flops_per_s
+_TENSOR_PEAK_KEY = {
+    "tf32": "tf32",
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "fp8e4m3": "fp8",
+    "fp8e5m2": "fp8",
+    "fp4e2m1": "fp4",
+    "int8": "int8",
+    "uint8": "int8",
+    "int4": "int8",  # NB: int4 math is priced at the int8 rate (no int4 tensor cores on Hopper/Blackwell)
+    "uint4": "int8",
+}
+
+
+def from_onnx(elem_type: int) -> str:
+    """The estimator's dtype name for an ONNX TensorProto element type ("undefined" if unknown)."""
+    return _ONNX_TO_NAME.get(elem_type, "undefined")
+
+
+def itemsize(dtype: str) -> sympy.Rational:
+    """Bytes per element; an undefined dtype is an error, never a silent zero."""
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}") from None
+
+
+def tensor_peak_key(dtype: str) -> str | None:
+    """Key of the tensor-core peak that math in `dtype` runs at, or None (fp32/fp64 run on CUDA cores)."""
+    return _TENSOR_PEAK_KEY.get(dtype)

@@ -1,0 +1,247 @@
+"""ONNX frontend: file -> shape-inferred ModelProto -> estimator IR Graph.
+
+Weights are never read (``load_external_data=False``): a 70B model with external weights loads in the
+memory of its graph. Every source op becomes a Node, unknown ops included; the frontend computes no costs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+
+import networkx as nx
+import numpy as np
+import onnx
+import sympy
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from estimator.dtypes import from_onnx
+from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
+
+MIN_OPSET = 13
+# An initializer or Constant this small (elements) is a host-side value (axes, shape vectors, scalars
+# such as eps); anything bigger is a weight that lives in DRAM.
+HOST_CONST_MAX_NUMEL = 16
+
+
+class FrontendError(ValueError):
+    """Bad input: the CLI prints it as one `error:` line and exits 2."""
+
+
+def load_model(path: str) -> onnx.ModelProto:
+    """Read an ONNX file without its external weight data; FrontendError on anything that is not one."""
+    if not os.path.exists(path):
+        raise FrontendError(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise FrontendError(f"{path} is a directory, not an ONNX file")
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse_model(data, path)
+
+
+def parse_model(data: bytes, label: str = "<bytes>") -> onnx.ModelProto:
+    if not data:
+        raise FrontendError(f"{label} is empty")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as exc:
+        raise FrontendError(f"{label} is not a valid ONNX protobuf ({exc}); truncated or not ONNX") from None
+    except Exception as exc:  # protobuf's C++ backend raises RuntimeWarning/ValueError on some inputs
+        raise FrontendError(f"{label} is not a valid ONNX protobuf ({type(exc).__name__})") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.opset_import:
+        raise FrontendError(f"{label} does not look like an ONNX model (no ir_version, graph or opset)")
+    return model
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return imp.version
+    return 0
+
+
+def check_opset(model: onnx.ModelProto) -> None:
+    opset = default_opset(model)
+    newest = onnx.defs.onnx_opset_version()
+    if opset and opset > newest:
+        raise FrontendError(f"model uses opset {opset}; the installed onnx knows up to {newest} "
+                            f"(upgrade onnx)")
+    if opset and opset < MIN_OPSET:
+        raise FrontendError(f"model uses opset {opset}; supported opsets are {MIN_OPSET}..{newest} "
+                            f"(convert it with onnx.version_converter)")
+
+
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Symbolic shape inference through onnxruntime's SymbolicShapeInference (keeps `batch*seq`,
+    `past_seq + seq`), falling back to onnx's own with data propagation when it fails (it dispatches on
+    op name alone, so e.g. opset-23 Attention trips its com.microsoft handler)."""
+    try:
+        return _ort_symbolic(model)
+    except Exception:  # noqa: BLE001 - any failure of the optional path falls back to onnx's inference
+        pass
+    try:
+        return onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:
+        # onnx's strict failure on an inconsistent graph is bad input, not an internal error.
+        raise FrontendError(f"shape inference failed: {str(exc).splitlines()[0]}") from None
+
+
+def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.ERROR)
+    logging.getLogger("symbolic_shape_infer").setLevel(logging.ERROR)
+    # The public infer_shapes() writes a temp file into the CWD when inference is incomplete and then
+    # raises; run its steps here instead and keep the partial result (onnx fills what it can after).
+    ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
+    ssi._preprocess(model)
+    complete = False
+    while ssi.run_:
+        complete = ssi._infer_impl()
+    ssi._update_output_from_vi()
+    out = ssi.out_mp_
+    if not complete:
+        out = onnx.shape_inference.infer_shapes(out, data_prop=True)
+    return out
+
+
+# ---- ModelProto -> Graph --------------------------------------------------------------------------
+
+def _shape_of(tt: onnx.TypeProto.Tensor, tensor: str) -> tuple[sympy.Expr, ...] | None:
+    if not tt.HasField("shape"):
+        return None
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(sympy.Integer(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            try:
+                dims.append(parse_dim(d.dim_param))
+            except DimParseError as exc:
+                raise FrontendError(f"tensor {tensor!r}: {exc}") from None
+        else:
+            # Neither a value nor a name: give it a bindable name rather than guess.
+            dims.append(dim(f"unk__{_safe(tensor)}_{i}"))
+    return tuple(dims)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _value_infos(graph: onnx.GraphProto) -> Iterable[onnx.ValueInfoProto]:
+    yield from graph.input
+    yield from graph.value_info
+    yield from graph.output
+
+
+def _attr_value(attr: onnx.AttributeProto):
+    v = onnx.helper.get_attribute_value(attr)
+    if isinstance(v, onnx.TensorProto):
+        if v.data_location == onnx.TensorProto.EXTERNAL:
+            return None  # NB: external tensor attributes are not read
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return tuple(v)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, onnx.GraphProto):
+        return f"<subgraph {v.name} with {len(v.node)} nodes>"
+    return v
+
+
+def _numel(dims: Iterable[int]) -> int:
+    return int(np.prod(list(dims), dtype=np.int64)) if dims else 1
+
+
+def to_graph(model: onnx.ModelProto) -> Graph:
+    """Build the IR. Tensor constness: initializers and Constants with at most HOST_CONST_MAX_NUMEL
+    elements, Shape/Size outputs, and anything computed only from those are host-side values; bigger
+    initializers are weights, and values computed only from weights and host values are weight-derived
+    (is_weight: persistent buffers read from DRAM)."""
+    g = model.graph
+    tensors: dict[str, Tensor] = {}
+    for vi in _value_infos(g):
+        if vi.type.HasField("tensor_type"):
+            tt = vi.type.tensor_type
+            tensors[vi.name] = Tensor(vi.name, _shape_of(tt, vi.name), from_onnx(tt.elem_type))
+    for init in g.initializer:
+        small = _numel(init.dims) <= HOST_CONST_MAX_NUMEL
+        shape = tuple(sympy.Integer(d) for d in init.dims)
+        tensors[init.name] = Tensor(init.name, shape, from_onnx(init.data_type), is_weight=not small,
+                                    is_const=True)
+    initializer_names = {i.name for i in g.initializer}
+    inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
+    declared = {}
+    for name in inputs:
+        for d in tensors[name].shape or ():
+            for s in d.free_symbols:
+                declared[s.name] = s
+
+    nodes = []
+    used_names: set[str] = set()
+    for i, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{i}"
+        if name in used_names:
+            name = f"{name}_{i}"
+        used_names.add(name)
+        attrs = {a.name: _attr_value(a) for a in n.attribute}
+        nodes.append(Node(name, n.op_type, n.domain, tuple(n.input), tuple(n.output), attrs))
+    _mark_constness(nodes, tensors)
+    opsets = {imp.domain or "": imp.version for imp in model.opset_import}
+    return Graph(g.name or "model", nodes, tensors, inputs, [o.name for o in g.output], opsets, declared)
+
+
+def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
+    """Propagate host-const / weight-derived flags in source order (ONNX requires topological order)."""
+    for node in nodes:
+        ins = [tensors.get(t) for t in node.inputs if t]
+        if node.op_type == "Constant":
+            value = node.attrs.get("value")
+            small = value is None or getattr(value, "size", 1) <= HOST_CONST_MAX_NUMEL
+            host, weight = small, not small
+        elif node.op_type in ("Shape", "Size"):
+            host, weight = True, False
+        else:
+            known = [t for t in ins if t is not None]
+            all_const = bool(node.inputs) and len(known) == len(ins) and all(t.is_const for t in known)
+            host = all_const and not any(t.is_weight for t in known)
+            weight = all_const and not host
+        if not (host or weight):
+            continue
+        for out in node.outputs:
+            if not out:
+                continue
+            t = tensors.get(out) or Tensor(out, None, "undefined")
+            tensors[out] = Tensor(t.name, t.shape, t.dtype, is_weight=weight, is_const=True)
+            if node.op_type == "Constant" and t.shape is None and node.attrs.get("value") is not None:
+                arr = node.attrs["value"]
+                tensors[out] = Tensor(t.name, tuple(sympy.Integer(d) for d in arr.shape),
+                                      t.dtype if t.dtype != "undefined" else from_onnx(
+                                          onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)),
+                                      is_weight=weight, is_const=True)
+
+
+def check_acyclic(model: onnx.ModelProto) -> None:
+    """A cycle is bad input; find it before shape inference (which would spin on it)."""
+    producer = {out: i for i, n in enumerate(model.graph.node) for out in n.output if out}
+    edges = [(producer[t], i) for i, n in enumerate(model.graph.node) for t in n.input if t in producer]
+    g = nx.DiGraph(edges)
+    g.add_nodes_from(range(len(model.graph.node)))
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = [model.graph.node[u].name or model.graph.node[u].op_type for u, _ in nx.find_cycle(g)]
+        raise FrontendError(f"graph has a cycle through nodes {cycle[:6]}")
+
+
+def import_model(model: onnx.ModelProto) -> Graph:
+    """Opset check, cycle check, symbolic shape inference and IR construction for a loaded model."""
+    check_opset(model)
+    check_acyclic(model)
+    return to_graph(infer_shapes(model))
+
+
+def import_file(path: str) -> Graph:
+    return import_model(load_model(path))

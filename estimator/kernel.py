@@ -1,0 +1,123 @@
+"""Kernels: what the GPU launches after the pass pipeline. Unfused, one Node is one Kernel.
+
+`lower(graph)` prices every node through the cost registry (cached per signature: an 80-layer model has
+a few dozen distinct node signatures, not thousands) and sorts nodes into kernels, free ops (views and
+host-side shape arithmetic) and uncosted ops (with the reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import estimator.cost  # noqa: F401  (registers every cost function)
+from estimator.cost.registry import CostError, OpView, Work, lookup
+from estimator.ir import Graph, Node, Tensor
+from estimator.ops import CONTROL_FLOW, kind_of
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    nodes: tuple[Node, ...]
+    kind: str
+    op: str  # qualified op type of the (single) node; fusion passes name their own
+    work: Work
+    signature: Hashable  # equal signatures price identically (used as a cache key)
+    tile: Any = None  # set by the tiling pass
+
+
+@dataclass(frozen=True)
+class Uncosted:
+    node: str
+    op: str
+    reason: str
+
+
+@dataclass
+class Lowered:
+    kernels: list[Kernel] = field(default_factory=list)
+    uncosted: list[Uncosted] = field(default_factory=list)
+    free_nodes: int = 0
+
+
+def _hashable(value: Any) -> Hashable:
+    if isinstance(value, np.ndarray):
+        return (value.shape, str(value.dtype), value.tobytes()[:4096])
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    return value
+
+
+def _tensor_sig(t: Tensor | None) -> Hashable:
+    return None if t is None else (t.shape, t.dtype, t.is_weight, t.is_const)
+
+
+def _is_host_side(graph: Graph, node: Node) -> bool:
+    outs = [graph.tensors.get(o) for o in node.outputs if o]
+    return bool(outs) and all(t is not None and t.is_const and not t.is_weight for t in outs)
+
+
+def op_view(graph: Graph, node: Node) -> OpView:
+    def get(name: str) -> Tensor | None:
+        if not name:
+            return None
+        return graph.tensors.get(name) or Tensor(name, None, "undefined")
+
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    opset = graph.opsets.get(domain, graph.opsets.get("ai.onnx", 0)) if domain else graph.opsets.get("", 0)
+    return OpView(node, tuple(get(t) for t in node.inputs), tuple(get(t) for t in node.outputs), opset)
+
+
+def signature(view: OpView) -> Hashable:
+    n = view.node
+    attrs = tuple(sorted((k, _hashable(v)) for k, v in n.attrs.items()))
+    return (n.domain, n.op_type, tuple(_tensor_sig(t) for t in view.inputs),
+            tuple(_tensor_sig(t) for t in view.outputs), attrs, view.opset)
+
+
+class CostCache:
+    """Work per node signature (or the CostError reason)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[Hashable, Work | str] = {}
+
+    def work(self, view: OpView) -> tuple[Hashable, Work | str]:
+        sig = signature(view)
+        hit = self._cache.get(sig)
+        if hit is None:
+            fn = lookup(view.op_type, view.node.domain)
+            if fn is None:
+                hit = f"no cost function for {view.node.qualified_op}"
+            else:
+                try:
+                    hit = fn(view)
+                except CostError as exc:
+                    hit = str(exc)
+            self._cache[sig] = hit
+        return sig, hit
+
+
+def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:
+    """One kernel per costed node, in topological order."""
+    cache = cache or CostCache()
+    out = Lowered()
+    for node in graph.topo_nodes():
+        if node.op_type in CONTROL_FLOW:
+            out.uncosted.append(Uncosted(node.name, node.qualified_op,
+                                         "control flow: its body's cost depends on run-time trip counts "
+                                         "or branches"))
+            continue
+        if _is_host_side(graph, node):
+            out.free_nodes += 1
+            continue
+        sig, work = cache.work(op_view(graph, node))
+        if isinstance(work, str):
+            out.uncosted.append(Uncosted(node.name, node.qualified_op, work))
+        elif not work.flops and work.dram_bytes == 0:
+            out.free_nodes += 1
+        else:
+            out.kernels.append(Kernel(node.name, (node,), kind_of(node.op_type), node.qualified_op, work, sig))
+    return out

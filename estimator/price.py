@@ -1,0 +1,84 @@
+"""Prices a kernel's Work on a HardwareDescriptor: the bound and the estimate, with the limiter.
+
+bound_s    = max(flops_u / peak_u for each unit u, dram_bytes / dram_bytes_per_s)
+             (speed of light: units run concurrently, so the slowest one is the floor)
+estimate_s = max(flops_u / (peak_u * eff_u), dram_bytes / (dram_bytes_per_s * eff_dram), min_kernel_s)
+             (achievable fractions of peak from the descriptor, and its minimum kernel time)
+The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
+may not be decidable; then every term that is not provably smaller is named ("compute|memory").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from estimator.cost.registry import CUDA, SFU, TENSOR, Work
+from estimator.dtypes import tensor_peak_key
+from estimator.ir import Expr
+from hwdesc import HardwareDescriptor
+
+
+class PriceError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Timing:
+    bound_s: Expr
+    estimate_s: Expr
+    limiter: str
+    compute_s: Expr  # slowest unit at peak
+    memory_s: Expr  # DRAM bytes at peak bandwidth
+
+
+def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
+    """Peak operations per second of `unit` for math in `dtype`."""
+    if unit == TENSOR:
+        key = tensor_peak_key(dtype)
+        if key is None or key not in hw.tensor_flops_per_s:
+            raise PriceError(f"{hw.name} has no {dtype} tensor cores (it has: "
+                             f"{', '.join(sorted(hw.tensor_flops_per_s))}); try --precision")
+        return hw.tensor_flops_per_s[key]
+    if unit == CUDA:
+        return hw.cuda_flops_per_s.get(dtype, hw.cuda_flops_per_s["fp32"])
+    if unit == SFU:
+        return hw.sfu_ops_per_s
+    raise PriceError(f"unknown execution unit {unit!r}")
+
+
+def provably_greater(a: Expr, b: Expr) -> bool:
+    diff = sympy.sympify(a - b)
+    if diff.is_number:
+        return bool(diff > 0)
+    return diff.is_positive is True
+
+
+def dominant(terms: dict[str, Expr]) -> str:
+    """Name of the largest term; with free symbols, all terms not provably smaller joined by '|'."""
+    alive = [k for k in terms if not any(provably_greater(terms[j], terms[k]) for j in terms if j != k)]
+    numeric = all(sympy.sympify(v).is_number for v in terms.values())
+    if numeric or len(alive) == 1:
+        return alive[0]
+    return "|".join(alive)
+
+
+def price(work: Work, hw: HardwareDescriptor) -> Timing:
+    eff = hw.efficiency
+    peak_times = []
+    achievable_times = []
+    for (unit, dtype), flops in work.flops.items():
+        t = flops / unit_peak(hw, unit, dtype)
+        peak_times.append(t)
+        achievable_times.append(t / eff[unit])
+    memory_s = work.dram_bytes / hw.dram_bytes_per_s
+    compute_s = sympy.Max(*peak_times) if peak_times else sympy.Integer(0)
+    bound_s = sympy.Max(compute_s, memory_s)
+    terms = {
+        "compute": sympy.Max(*achievable_times) if achievable_times else sympy.Integer(0),
+        "memory": memory_s / eff["dram"],
+        "launch": sympy.Float(eff["min_kernel_s"]),
+    }
+    estimate_s = sympy.Max(*terms.values())
+    return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s)

@@ -1,0 +1,208 @@
+"""The hardware-descriptor schema: the frozen `HardwareDescriptor` value and a hand-written validator.
+
+A descriptor file maps each hardware figure to `{value: <number>, source: "<where from>"}` plus an
+optional `confidence` and `note`; units live in the key names. The validator names the file and the
+dotted key of the first thing it rejects, so a typo in a user's YAML is one readable line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+SCHEMA_VERSION = 1
+FAMILIES = frozenset({"ampere", "hopper", "blackwell", "blackwell-rtx"})
+TENSOR_DTYPES = frozenset({"tf32", "bf16", "fp16", "fp8", "fp4", "int8"})
+CUDA_DTYPES = ("fp32", "fp16", "fp64")
+EFFICIENCY_FRACTIONS = ("tensor", "cuda", "sfu", "dram")
+EFFICIENCY_KEYS = (*EFFICIENCY_FRACTIONS, "min_kernel_s")
+CONFIDENCES = frozenset({"low", "medium", "high"})
+FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
+MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
+
+# Top-level figures holding one number each (the groups are checked separately).
+SCALAR_FIGURES = ("sm_count", "clock_hz", "sfu_ops_per_s", "dram_bytes_per_s", "dram_bytes",
+                  "l2_bytes", "smem_bytes_per_sm", "nvlink_bytes_per_s")
+GROUPS = ("tensor_flops_per_s", "cuda_flops_per_s", "efficiency")
+TOP_LEVEL_KEYS = frozenset({"schema_version", "name", "display_name", "family", "compute_capability",
+                            *SCALAR_FIGURES, *GROUPS})
+NULLABLE = frozenset({"nvlink_bytes_per_s"})  # PCIe-only parts have no NVLink
+_CC_RE = re.compile(r"^\d+\.\d+$")
+
+
+class HwdescError(ValueError):
+    """A descriptor could not be found, read, parsed or validated; the message is one human line."""
+
+
+@dataclass(frozen=True)
+class HardwareDescriptor:
+    """One GPU SKU. Rates are peaks (tensor peaks dense); `efficiency` scales them for the estimate."""
+
+    name: str
+    display_name: str
+    family: str
+    compute_capability: str
+    sm_count: int
+    clock_hz: float
+    tensor_flops_per_s: Mapping[str, float]  # a missing dtype = no tensor-core support for it
+    cuda_flops_per_s: Mapping[str, float]  # "fp32", "fp16", "fp64"
+    sfu_ops_per_s: float
+    dram_bytes_per_s: float
+    dram_bytes: float
+    l2_bytes: float
+    smem_bytes_per_sm: float
+    nvlink_bytes_per_s: float | None
+    efficiency: Mapping[str, float]  # "tensor", "cuda", "sfu", "dram" fractions and "min_kernel_s"
+    sources: Mapping[str, str]  # dotted figure key -> source text
+    low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
+    path: str
+
+    def __hash__(self) -> int:  # the Mapping fields are unhashable; name + file identify a descriptor
+        return hash((self.name, self.path))
+
+    @property
+    def ridge_flops_per_byte(self) -> Mapping[str, float]:
+        """Per tensor dtype, the arithmetic intensity where peak compute and DRAM bandwidth balance."""
+        return MappingProxyType({dt: peak / self.dram_bytes_per_s
+                                 for dt, peak in self.tensor_flops_per_s.items()})
+
+
+class _Validator:
+    """Walks one parsed file, collecting figures, sources and low-confidence keys."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.sources: dict[str, str] = {}
+        self.low: set[str] = set()
+
+    def fail(self, key: str, message: str) -> HwdescError:
+        where = f"{self.path}: {key}: " if key else f"{self.path}: "
+        return HwdescError(where + message)
+
+    def mapping(self, node: Any, key: str) -> Mapping[str, Any]:
+        if not isinstance(node, Mapping):
+            raise self.fail(key, f"must be a mapping, got {_kind(node)}")
+        for k in node:
+            if not isinstance(k, str):
+                raise self.fail(key, f"keys must be strings, got {k!r}")
+        return node
+
+    def string(self, raw: Mapping[str, Any], key: str) -> str:
+        value = raw.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, f"must be a non-empty string, got {_kind(value)}")
+        return value
+
+    def figure(self, node: Any, key: str, nullable: bool = False) -> float | None:
+        """One `{value, source, confidence?, note?}` figure; returns its value."""
+        fig = self.mapping(node, key)
+        unknown = sorted(set(fig) - FIGURE_KEYS)
+        if unknown:
+            raise self.fail(f"{key}.{unknown[0]}", f"unknown key (allowed: {', '.join(sorted(FIGURE_KEYS))})")
+        source = fig.get("source")
+        if not isinstance(source, str) or not source.strip():
+            raise self.fail(f"{key}.source", "every figure needs a non-empty `source` string")
+        confidence = fig.get("confidence", "high")
+        if confidence not in CONFIDENCES:
+            raise self.fail(f"{key}.confidence", f"must be one of {', '.join(sorted(CONFIDENCES))}, "
+                                                 f"got {confidence!r}")
+        if "note" in fig and not isinstance(fig["note"], str):
+            raise self.fail(f"{key}.note", f"must be a string, got {_kind(fig['note'])}")
+        if "value" not in fig:
+            raise self.fail(f"{key}.value", "missing")
+        value = fig["value"]
+        if value is None and nullable:
+            pass
+        elif not _is_number(value) or not math.isfinite(value) or value <= 0:
+            allowed = " or null" if nullable else ""
+            raise self.fail(f"{key}.value", f"must be a number > 0{allowed}, got {value!r}")
+        self.sources[key] = source
+        if confidence == "low":
+            self.low.add(key)
+        return None if value is None else float(value)
+
+    def group(self, raw: Mapping[str, Any], key: str, allowed: frozenset[str] | tuple[str, ...],
+              required: tuple[str, ...]) -> dict[str, float]:
+        node = self.mapping(raw[key], key)
+        for sub in node:
+            if sub not in allowed:
+                raise self.fail(f"{key}.{sub}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+        for sub in required:
+            if sub not in node:
+                raise self.fail(f"{key}.{sub}", "missing")
+        if not node:
+            raise self.fail(key, "must list at least one entry")
+        return {sub: self.figure(fig, f"{key}.{sub}") for sub, fig in node.items()}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r}"
+
+
+def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareDescriptor:
+    """Checks one parsed descriptor file and builds its HardwareDescriptor.
+
+    `expected_name` (the file stem of a bundled file) must equal the `name` field; a user's own file
+    passes None and may name itself freely.
+    """
+    v = _Validator(path)
+    raw = v.mapping(raw, "")
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise v.fail(unknown[0], "unknown top-level key (typo?)")
+    missing = sorted(TOP_LEVEL_KEYS - set(raw))
+    if missing:
+        raise v.fail(missing[0], "missing")
+    if raw["schema_version"] != SCHEMA_VERSION or isinstance(raw["schema_version"], bool):
+        raise v.fail("schema_version", f"must be {SCHEMA_VERSION}, got {raw['schema_version']!r}")
+    name = v.string(raw, "name")
+    if expected_name is not None and name != expected_name:
+        raise v.fail("name", f"must equal the file stem {expected_name!r}, got {name!r}")
+    family = v.string(raw, "family")
+    if family not in FAMILIES:
+        raise v.fail("family", f"must be one of {', '.join(sorted(FAMILIES))}, got {family!r}")
+    cc = raw["compute_capability"]
+    if not isinstance(cc, str) or not _CC_RE.match(cc):
+        raise v.fail("compute_capability", f'must be a quoted string like "9.0", got {_kind(cc)}')
+
+    scalars = {key: v.figure(raw[key], key, nullable=key in NULLABLE) for key in SCALAR_FIGURES}
+    if not isinstance(raw["sm_count"]["value"], int):
+        raise v.fail("sm_count.value", f"must be an integer, got {raw['sm_count']['value']!r}")
+    tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, ())
+    cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
+    efficiency = v.group(raw, "efficiency", EFFICIENCY_KEYS, EFFICIENCY_KEYS)
+    for key in EFFICIENCY_FRACTIONS:
+        if efficiency[key] > 1:
+            raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
+    if efficiency["min_kernel_s"] >= MAX_MIN_KERNEL_S:
+        raise v.fail("efficiency.min_kernel_s",
+                     f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency['min_kernel_s']!r}")
+
+    return HardwareDescriptor(
+        name=name,
+        display_name=v.string(raw, "display_name"),
+        family=family,
+        compute_capability=cc,
+        sm_count=int(scalars["sm_count"]),
+        clock_hz=scalars["clock_hz"],
+        tensor_flops_per_s=MappingProxyType(tensor),
+        cuda_flops_per_s=MappingProxyType(cuda),
+        sfu_ops_per_s=scalars["sfu_ops_per_s"],
+        dram_bytes_per_s=scalars["dram_bytes_per_s"],
+        dram_bytes=scalars["dram_bytes"],
+        l2_bytes=scalars["l2_bytes"],
+        smem_bytes_per_sm=scalars["smem_bytes_per_sm"],
+        nvlink_bytes_per_s=scalars["nvlink_bytes_per_s"],
+        efficiency=MappingProxyType(efficiency),
+        sources=MappingProxyType(dict(v.sources)),
+        low_confidence=frozenset(v.low),
+        path=path,
+    )

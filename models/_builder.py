@@ -1,0 +1,218 @@
+"""A small emitter for reference ONNX graphs, written the way torch's exporter writes them.
+
+The family builders (gpt2, llama, bert, resnet) describe a network op by op; this module owns the
+bookkeeping: torch-style node names ("/model/layers.0/self_attn/MatMul_1"), inline constants shared by
+value, and weights that are either real random numbers (so onnxruntime can run the graph) or external
+references to a file that does not exist (so a 70B model stays a few MB: the estimator never reads
+weight bytes, only dims and dtypes).
+
+It also holds the few idioms every transformer family shares (a Linear, splitting and merging heads,
+LayerNormalization), so each family file reads as the network it describes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# opset 18 is what torch.onnx.export writes by default today; IR 9 is accepted by onnxruntime >= 1.15.
+OPSET = 18
+IR_VERSION = 9
+WEIGHT_MODES = ("random", "external")
+
+FLOAT = TensorProto.FLOAT
+INT64 = TensorProto.INT64
+Dims = Sequence[int | str]
+
+# HF fills masked attention scores with torch.finfo(dtype).min rather than -inf, so softmax of a fully
+# masked row stays finite; the estimator re-types precision, so the exact value does not matter.
+MASK_FILL = float(np.finfo(np.float32).min)
+
+
+class GraphBuilder:
+    """Collects nodes, initializers and graph inputs/outputs for one model."""
+
+    def __init__(self, model_name: str, weights: str, seed: int = 0) -> None:
+        if weights not in WEIGHT_MODES:
+            raise ValueError(f"weights must be one of {WEIGHT_MODES}, got {weights!r}")
+        self.model_name = model_name
+        self.weights = weights
+        self._rng = np.random.default_rng(seed)
+        self._nodes: list[onnx.NodeProto] = []
+        self._initializers: list[TensorProto] = []
+        self._inputs: list[onnx.ValueInfoProto] = []
+        self._outputs: list[onnx.ValueInfoProto] = []
+        self._aliases: dict[str, str] = {}
+        self._const_names: dict[tuple, str] = {}
+        self._scope: list[str] = []
+        self._name_counts: Counter[str] = Counter()
+        self._external_offset = 0
+
+    # ---- naming -------------------------------------------------------------------------------
+
+    @contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Nest node names under `name`, like torch's module path in exported node names."""
+        self._scope.append(name)
+        try:
+            yield
+        finally:
+            self._scope.pop()
+
+    def _node_name(self, op_type: str) -> str:
+        base = "/" + "/".join([*self._scope, op_type])
+        count = self._name_counts[base]
+        self._name_counts[base] += 1
+        return base if count == 0 else f"{base}_{count}"
+
+    # ---- nodes --------------------------------------------------------------------------------
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, **attrs) -> str | list[str]:
+        """Append one node; returns its output name (or names when outputs > 1)."""
+        name = self._node_name(op_type)
+        out_names = [f"{name}_output_{i}" for i in range(outputs)]
+        self._nodes.append(helper.make_node(op_type, list(inputs), out_names, name=name, **attrs))
+        return out_names[0] if outputs == 1 else out_names
+
+    def dim(self, x: str, axis: int) -> str:
+        """A 1-element int64 tensor holding x.shape[axis]: Shape with start/end, as torch exports it."""
+        return self.op("Shape", x, start=axis, end=axis + 1)
+
+    def scalar_dim(self, x: str, axis: int) -> str:
+        """x.shape[axis] as a 0-d int64 tensor, the form Range wants."""
+        return self.op("Squeeze", self.dim(x, axis))
+
+    # ---- initializers -------------------------------------------------------------------------
+
+    def const(self, value, dtype=np.int64) -> str:
+        """An inline constant (shape vector, axes, scalar). Always inline so shape inference can read it.
+
+        Equal constants share one initializer: it keeps big graphs small and changes no node.
+        """
+        array = np.asarray(value, dtype=dtype)
+        key = (array.dtype.str, array.shape, array.tobytes())
+        if key not in self._const_names:
+            name = f"const_{len(self._const_names)}"
+            self._initializers.append(numpy_helper.from_array(array, name))
+            self._const_names[key] = name
+        return self._const_names[key]
+
+    def weight(self, name: str, shape: Sequence[int], init: str = "normal", std: float = 0.02) -> str:
+        """A learned parameter: random float32 values, or an external reference without bytes."""
+        if self.weights == "external":
+            return self._external(name, shape, FLOAT, np.dtype(np.float32).itemsize)
+        if init == "normal":
+            array = self._rng.standard_normal(tuple(shape), dtype=np.float32)
+            array *= np.float32(std)
+        elif init == "ones":
+            array = np.ones(shape, dtype=np.float32)
+        elif init == "zeros":
+            array = np.zeros(shape, dtype=np.float32)
+        else:
+            raise ValueError(f"unknown init {init!r}")
+        self._initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def buffer(self, name: str, array: np.ndarray) -> str:
+        """A non-learned table (RoPE cos/sin, a causal mask) that is as big as a weight.
+
+        It follows the weights mode: external tables keep a 70B proto small, and nothing in shape
+        inference needs their values (they are only Gathered or Sliced).
+        """
+        if self.weights == "external":
+            elem_type = helper.np_dtype_to_tensor_dtype(array.dtype)
+            return self._external(name, array.shape, elem_type, array.dtype.itemsize)
+        self._initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+    def _external(self, name: str, shape: Sequence[int], elem_type: int, itemsize: int) -> str:
+        tensor = TensorProto(name=name, data_type=elem_type, dims=list(shape))
+        length = int(np.prod(shape, dtype=np.int64)) * itemsize
+        tensor.data_location = TensorProto.EXTERNAL
+        for key, value in (
+            ("location", f"{self.model_name}.weights.bin"),
+            ("offset", str(self._external_offset)),
+            ("length", str(length)),
+        ):
+            entry = tensor.external_data.add()
+            entry.key, entry.value = key, value
+        self._external_offset += length
+        self._initializers.append(tensor)
+        return name
+
+    # ---- graph interface ----------------------------------------------------------------------
+
+    def input(self, name: str, elem_type: int, dims: Dims) -> str:
+        self._inputs.append(helper.make_tensor_value_info(name, elem_type, list(dims)))
+        return name
+
+    def output(self, tensor: str, name: str, elem_type: int, dims: Dims, first: bool = False) -> None:
+        """Expose `tensor` as a graph output called `name` (placed before the others when `first`).
+
+        The producing node's output is renamed at the end (no Identity node), as exporters name outputs
+        directly; renaming late lets a family pick output names after the tensor is already consumed.
+        """
+        self._aliases[tensor] = name
+        value_info = helper.make_tensor_value_info(name, elem_type, list(dims))
+        self._outputs.insert(0 if first else len(self._outputs), value_info)
+
+    def model(self, doc: str) -> onnx.ModelProto:
+        for node in self._nodes:
+            for field in (node.input, node.output):
+                for i, tensor in enumerate(field):
+                    if tensor in self._aliases:
+                        field[i] = self._aliases[tensor]
+        graph = helper.make_graph(
+            self._nodes, self.model_name, self._inputs, self._outputs, self._initializers, doc_string=doc
+        )
+        model = helper.make_model(
+            graph,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            ir_version=IR_VERSION,
+            producer_name="gpu-inference-estimator.models",
+        )
+        model.doc_string = doc
+        return model
+
+
+# ---- idioms shared by the transformer families ----------------------------------------------------
+
+
+def linear(b: GraphBuilder, x: str, prefix: str, d_in: int, d_out: int, bias: bool = True) -> str:
+    """nn.Linear as exported: MatMul by a [d_in, d_out] weight (torch pre-transposes it), then Add bias."""
+    with b.scope(prefix.rsplit(".", 1)[-1]):
+        y = b.op("MatMul", x, b.weight(f"{prefix}.weight", [d_in, d_out]))
+        if bias:
+            y = b.op("Add", b.weight(f"{prefix}.bias", [d_out], init="zeros"), y)
+    return y
+
+
+def layer_norm(b: GraphBuilder, x: str, prefix: str, hidden: int, eps: float) -> str:
+    """nn.LayerNorm: torch exports a single LayerNormalization op since opset 17."""
+    with b.scope(prefix.rsplit(".", 1)[-1]):
+        scale = b.weight(f"{prefix}.weight", [hidden], init="ones")
+        bias = b.weight(f"{prefix}.bias", [hidden], init="zeros")
+        return b.op("LayerNormalization", x, scale, bias, axis=-1, epsilon=eps)
+
+
+def position_ids(b: GraphBuilder, input_ids: str, past_len: str) -> str:
+    """arange(past, past + seq) as a [seq] int64 tensor: HF's position ids / cache_position."""
+    end = b.op("Add", past_len, b.scalar_dim(input_ids, 1))
+    return b.op("Range", past_len, end, b.const(1))
+
+
+def split_heads(b: GraphBuilder, x: str, heads: int, head_dim: int, perm=(0, 2, 1, 3)) -> str:
+    """[batch, seq, heads*head_dim] -> [batch, heads, seq, head_dim]; 0 copies the symbolic dims."""
+    y = b.op("Reshape", x, b.const([0, 0, heads, head_dim]))
+    return b.op("Transpose", y, perm=list(perm))
+
+
+def merge_heads(b: GraphBuilder, x: str, width: int) -> str:
+    """[batch, heads, seq, head_dim] -> [batch, seq, heads*head_dim]."""
+    y = b.op("Transpose", x, perm=[0, 2, 1, 3])
+    return b.op("Reshape", y, b.const([0, 0, width]))

@@ -1,0 +1,30 @@
+"""Dead-code elimination: drop nodes none of whose outputs reach a graph output.
+
+# before -> after:  x -> A -> y(output); x -> B -> z(unused)   =>   x -> A -> y
+Returns a new Graph when something was removed (modified=True); the input graph is never mutated.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from estimator.ir import Graph
+from passes.pipeline import PassResult, register_pass
+
+
+@register_pass("dce")
+def dce(graph: Graph) -> PassResult:
+    live: set[str] = set()
+    for out in graph.outputs:
+        src = graph.producer.get(out)
+        if src is not None:
+            live.add(src)
+            live |= nx.ancestors(graph.nx, src)
+    dead = [n for n in graph.nx.nodes if n not in live]
+    if not dead:
+        return PassResult(graph, False)
+    keep = [graph.node(n) for n in graph.nx.nodes if n in live]
+    used = {t for n in keep for t in (*n.inputs, *n.outputs)} | set(graph.inputs) | set(graph.outputs)
+    tensors = {k: v for k, v in graph.tensors.items() if k in used}
+    return PassResult(Graph(graph.name, keep, tensors, graph.inputs, graph.outputs, graph.opsets,
+                            graph.dims), True)

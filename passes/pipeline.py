@@ -1,0 +1,67 @@
+"""Pass infrastructure: a pass is `run(graph) -> PassResult(graph, modified)`; a pipeline is a
+comma-separated string of registered pass names that parses and prints back the same
+(MLIR's pass-manager habit)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from estimator.ir import Graph
+
+
+@dataclass(frozen=True)
+class PassResult:
+    graph: Graph
+    modified: bool
+
+
+PassFn = Callable[[Graph], PassResult]
+_PASSES: dict[str, PassFn] = {}
+
+
+class PipelineError(ValueError):
+    pass
+
+
+def register_pass(name: str) -> Callable[[PassFn], PassFn]:
+    def deco(fn: PassFn) -> PassFn:
+        if name in _PASSES:
+            raise RuntimeError(f"pass {name!r} registered twice")
+        _PASSES[name] = fn
+        return fn
+
+    return deco
+
+
+def available_passes() -> list[str]:
+    return sorted(_PASSES)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    names: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Pipeline:
+        names = tuple(p.strip() for p in text.split(",") if p.strip())
+        unknown = [n for n in names if n not in _PASSES]
+        if unknown:
+            raise PipelineError(f"unknown pass {unknown[0]!r}; available: {', '.join(available_passes())}")
+        return cls(names)
+
+    def __str__(self) -> str:
+        return ",".join(self.names)
+
+    def run(self, graph: Graph, after: Callable[[str, PassResult], None] | None = None) -> Graph:
+        """Run each pass in order; `after(name, result)` sees every result (for --print-after)."""
+        for name in self.names:
+            result = _PASSES[name](graph)
+            if after is not None:
+                after(name, result)
+            graph = result.graph
+        return graph
+
+
+def run_pipeline(graph: Graph, names: Sequence[str]) -> Graph:
+    return Pipeline(tuple(names)).run(graph)
