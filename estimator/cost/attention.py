@@ -98,8 +98,8 @@ def _cache(op: OpView, past_i: int, present_is: tuple[int, ...], axis: int, seq_
     shared = shared or any(_provably_equal(s[axis], capacity) for s in shapes)
     if not shared:
         return capacity, ZERO
-    unwritten = sympy.Add(*(traffic(t) for t in presents)) * (1 - seq_new / capacity)
-    return capacity - seq_new, unwritten
+    unwritten = sympy.Add(*(traffic(t) for t in presents)) * (capacity - seq_new) / capacity
+    return capacity - seq_new, sympy.expand(unwritten)
 
 
 def _rotary_rows_bytes(op: OpView, cos_i: int, sin_i: int, rows: Expr) -> Expr:
@@ -116,7 +116,7 @@ def _rotary_rows_bytes(op: OpView, cos_i: int, sin_i: int, rows: Expr) -> Expr:
 def _heads(op: OpView, name: str) -> int:
     value = op.attr(name)
     if not value:
-        raise CostError(f"{op.op_type}: attribute {name} is required for 3-D inputs")
+        raise CostError(f"{op.op_type}: attribute {name} is required here")
     return int(value)
 
 
@@ -205,7 +205,7 @@ def ms_attention(op: OpView) -> Work:
     return projection + attention_core(core) + Work({}, read, written - unwritten)
 
 
-def _mha_kv(op: OpView, heads: int, dq: Expr) -> tuple[Expr, Expr]:
+def _mha_kv(op: OpView, heads: int) -> tuple[Expr, Expr]:
     """(new kv length, v head dim) of MultiHeadAttention's key/value, packed or not."""
     q = op.input(0)
     if len(q.shape) == 5:  # packed QKV [B, S, H, 3, d]
@@ -233,7 +233,7 @@ def ms_multi_head_attention(op: OpView) -> Work:
         batch, seq_q, dk = q.shape[0], q.shape[1], q.shape[2] / heads
     else:
         raise CostError(f"MultiHeadAttention: query rank {len(q.shape)}, expected 3 or 5")
-    seq_new, dv = _mha_kv(op, heads, dk)
+    seq_new, dv = _mha_kv(op, heads)
     past, unwritten = _cache(op, 6, (1, 2), 2, seq_new)
     core = Core(batch, sympy.Integer(heads), seq_q, seq_new, past, dk, dv,
                 bool(op.attr("unidirectional", 0)), q.dtype)
@@ -257,13 +257,12 @@ def ms_group_query_attention(op: OpView) -> Work:
     else:  # packed QKV: [B, S, (H + 2 * H_kv) * d]
         head_dim = q.shape[2] / (heads + 2 * kv_heads)
     past, unwritten = _cache(op, 3, (1, 2), 2, seq_q)
-    causal = bool(op.attr("causal", 1))
-    core = Core(batch, sympy.Integer(heads), seq_q, seq_q, past, head_dim, head_dim, causal, q.dtype,
-                window=int(op.attr("local_window_size", -1)))
+    core = Core(batch, sympy.Integer(heads), seq_q, seq_q, past, head_dim, head_dim,
+                bool(op.attr("causal", 1)), q.dtype, window=int(op.attr("local_window_size", -1)))
     read, written = io_bytes(op)
-    work = attention_core(core, softcap=bool(op.attr("softcap", 0.0))) + Work({}, ZERO, -unwritten)
-    if op.attr("do_rotary", 0):
-        rotated = batch * seq_q * (heads + kv_heads) * head_dim
+    work = attention_core(core, softcap=bool(op.attr("softcap", 0.0)))
+    if op.attr("do_rotary", 0) and op.has_input(7):
+        rotary_dim = 2 * op.input(7).shape[-1]  # cos_cache is [max_seq, rotary_dim / 2]
+        work += Work({alu_unit(q.dtype): ROTARY_OPS * batch * seq_q * (heads + kv_heads) * rotary_dim})
         read += _rotary_rows_bytes(op, 7, 8, batch * seq_q)
-        work += Work({alu_unit(q.dtype): ROTARY_OPS * rotated})
-    return work + Work({}, read, written)
+    return work + Work({}, read, written - unwritten)

@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import sympy
 
+from estimator.cost.quant import INT8_TENSOR, REQUANT_OPS
 from estimator.cost.registry import (
     SFU,
-    TENSOR,
     CostError,
     OpView,
     Work,
@@ -28,10 +28,6 @@ from estimator.cost.registry import (
     traffic,
 )
 from estimator.ir import Expr, Shape, Tensor
-
-INT8_TENSOR = (TENSOR, "int8")  # uint8 and int8 GEMMs share the int8 tensor-core rate
-REQUANT_OPS = 3  # per output of a QLinear* op: scale multiply, add zero point, round-and-clamp
-
 
 # ---- attribute and shape helpers ------------------------------------------------------------------
 

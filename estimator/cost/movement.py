@@ -58,6 +58,7 @@ def scatter(op: OpView) -> Work:
 def copy_all(op: OpView) -> Work:
     """A pure copy: every input read once, every output written once (Compress and NonZero outputs
     have the data-dependent size shape inference gave them; NonZero writes int64 coordinates)."""
+    op.output(0)  # required: a missing output is not a zero-byte write
     read, written = checked_io_bytes(op)
     return Work({}, read, written)
 

@@ -49,12 +49,14 @@ def _prod(dims: tuple[Expr, ...]) -> Expr:
 
 
 def _norm_work(op: OpView, rows: Expr, cuda_per_elem: int, sfu_per_row: int = 1,
-               cuda_per_row: int = 0) -> Work:
-    """Ops for a normalization over input 0: numel(X) x `cuda_per_elem` plus, per normalized row,
-    `cuda_per_row` CUDA ops and `sfu_per_row` SFU ops. Bytes: every present input and output once."""
+               cuda_per_row: int = 0, sfu_per_elem: int = 0) -> Work:
+    """Ops for a normalization over input 0: numel(X) x (`cuda_per_elem`, `sfu_per_elem`) plus, per
+    normalized row, `cuda_per_row` CUDA ops and `sfu_per_row` SFU ops. Bytes: every present input and
+    output once."""
     x = op.input(0)
     read, written = checked_io_bytes(op)
-    flops = alu_sfu(x.dtype, x.numel * cuda_per_elem + rows * cuda_per_row, rows * sfu_per_row)
+    flops = alu_sfu(x.dtype, x.numel * cuda_per_elem + rows * cuda_per_row,
+                    x.numel * sfu_per_elem + rows * sfu_per_row)
     return Work(flops, read, written)
 
 
@@ -85,7 +87,7 @@ def softmax(op: OpView) -> Work:
     else:
         rows = _prod(shape[:_axis(op, len(shape), 1)])
     log = op.op_type == "LogSoftmax"
-    return _norm_work(op, rows, _SOFTMAX_OPS, sfu_per_row=1, cuda_per_row=int(log))
+    return _norm_work(op, rows, _SOFTMAX_OPS, sfu_per_row=1, cuda_per_row=int(log), sfu_per_elem=1)
 
 
 @register("LayerNormalization")
