@@ -74,8 +74,14 @@ def op_view(graph: Graph, node: Node) -> OpView:
 def signature(view: OpView) -> Hashable:
     n = view.node
     attrs = tuple(sorted((k, _hashable(v)) for k, v in n.attrs.items()))
-    return (n.domain, n.op_type, tuple(_tensor_sig(t) for t in view.inputs),
-            tuple(_tensor_sig(t) for t in view.outputs), attrs, view.opset)
+    return (
+        n.domain,
+        n.op_type,
+        tuple(_tensor_sig(t) for t in view.inputs),
+        tuple(_tensor_sig(t) for t in view.outputs),
+        attrs,
+        view.opset,
+    )
 
 
 class CostCache:
@@ -106,9 +112,13 @@ def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:
     out = Lowered()
     for node in graph.topo_nodes():
         if node.op_type in CONTROL_FLOW:
-            out.uncosted.append(Uncosted(node.name, node.qualified_op,
-                                         "control flow: its body's cost depends on run-time trip counts "
-                                         "or branches"))
+            out.uncosted.append(
+                Uncosted(
+                    node.name,
+                    node.qualified_op,
+                    "control flow: its body's cost depends on run-time trip counts or branches",
+                )
+            )
             continue
         if _is_host_side(graph, node):
             out.free_nodes += 1
@@ -119,5 +129,7 @@ def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:
         elif not work.flops and work.dram_bytes == 0:
             out.free_nodes += 1
         else:
-            out.kernels.append(Kernel(node.name, (node,), kind_of(node.op_type), node.qualified_op, work, sig))
+            out.kernels.append(
+                Kernel(node.name, (node,), kind_of(node.op_type), node.qualified_op, work, sig)
+            )
     return out

@@ -7,8 +7,6 @@ from typing import Any
 
 import sympy
 
-from estimator.cost.registry import TENSOR
-from estimator.dtypes import tensor_peak_key
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.ir import Expr
 from estimator.price import unit_peak

@@ -21,7 +21,9 @@ def matmul_model(m, k, n, dtype=TensorProto.BFLOAT16, weight: bool = False) -> o
         inits.append(w)
     else:
         inputs.append(helper.make_tensor_value_info("b", dtype, [k, n]))
-    g = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], "mm", inputs, [y], inits)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")], "mm", inputs, [y], inits
+    )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 
 
@@ -37,16 +39,29 @@ def gpt_block_model(hidden: int = 64, heads: int = 4) -> onnx.ModelProto:
     def c(name, values, dtype=np.int64):
         return numpy_helper.from_array(np.array(values, dtype=dtype), name)
 
-    inits = [w("ln_g", hidden), w("ln_b", hidden), w("wq", hidden, hidden), w("wk", hidden, hidden),
-             w("wv", hidden, hidden), w("wo", hidden, hidden), w("w1", hidden, 4 * hidden),
-             w("w2", 4 * hidden, hidden), c("heads_shape", [0, 0, heads, d]), c("merge_shape", [0, 0, hidden]),
-             c("scale", 1.0 / np.sqrt(d), np.float32), c("sqrt2", np.sqrt(2.0), np.float32),
-             c("one", 1.0, np.float32), c("half", 0.5, np.float32)]
+    inits = [
+        w("ln_g", hidden),
+        w("ln_b", hidden),
+        w("wq", hidden, hidden),
+        w("wk", hidden, hidden),
+        w("wv", hidden, hidden),
+        w("wo", hidden, hidden),
+        w("w1", hidden, 4 * hidden),
+        w("w2", 4 * hidden, hidden),
+        c("heads_shape", [0, 0, heads, d]),
+        c("merge_shape", [0, 0, hidden]),
+        c("scale", 1.0 / np.sqrt(d), np.float32),
+        c("sqrt2", np.sqrt(2.0), np.float32),
+        c("one", 1.0, np.float32),
+        c("half", 0.5, np.float32),
+    ]
     n = helper.make_node
     nodes = [n("LayerNormalization", ["x", "ln_g", "ln_b"], ["h"], name="ln", axis=-1)]
     for p in "qkv":
-        nodes += [n("MatMul", ["h", f"w{p}"], [f"{p}2"], name=f"proj_{p}"),
-                  n("Reshape", [f"{p}2", "heads_shape"], [f"{p}4"], name=f"split_{p}")]
+        nodes += [
+            n("MatMul", ["h", f"w{p}"], [f"{p}2"], name=f"proj_{p}"),
+            n("Reshape", [f"{p}2", "heads_shape"], [f"{p}4"], name=f"split_{p}"),
+        ]
     nodes += [
         n("Transpose", ["q4"], ["qt"], name="tq", perm=[0, 2, 1, 3]),
         n("Transpose", ["k4"], ["kt"], name="tk", perm=[0, 2, 3, 1]),

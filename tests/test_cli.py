@@ -65,24 +65,37 @@ def test_table_and_symbolic(capsys, tmp_path):
 def test_list_archs(capsys):
     code, out, _ = cli(capsys, "--list-archs")
     assert code == 0
-    for name in ("h100-sxm", "h100-pcie", "h200", "b200", "gb200", "b300", "rtx-5090", "rtx-pro-6000", "a100"):
+    for name in (
+        "h100-sxm",
+        "h100-pcie",
+        "h200",
+        "b200",
+        "gb200",
+        "b300",
+        "rtx-5090",
+        "rtx-pro-6000",
+        "a100",
+    ):
         assert name in out
     assert "989" in out  # h100 bf16 TFLOP/s
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["/nonexistent/model.onnx"], "no such file"),
-    (["--arch", "h900"], "h900"),
-    (["--dim", "seq"], "NAME=VALUE"),
-    (["--dim", "seq=abc"], "integer"),
-    (["--dim", "seq=0"], "positive"),
-    (["--dim", "sq=4"], "no dim 'sq'"),
-    (["--fusion", "magic"], "fusion"),
-    (["--precision", "fp4"], "fp4"),
-    (["--precision", "int3"], "invalid choice"),
-    (["--pipeline", "nope"], "unknown pass"),
-    (["--top", "0"], "--top"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["/nonexistent/model.onnx"], "no such file"),
+        (["--arch", "h900"], "h900"),
+        (["--dim", "seq"], "NAME=VALUE"),
+        (["--dim", "seq=abc"], "integer"),
+        (["--dim", "seq=0"], "positive"),
+        (["--dim", "sq=4"], "no dim 'sq'"),
+        (["--fusion", "magic"], "fusion"),
+        (["--precision", "fp4"], "fp4"),
+        (["--precision", "int3"], "invalid choice"),
+        (["--pipeline", "nope"], "unknown pass"),
+        (["--top", "0"], "--top"),
+    ],
+)
 def test_bad_flags(capsys, tmp_path, argv, fragment):
     path = save(matmul_model(64, 64, 64), tmp_path)
     argv = [a for a in argv if a.startswith("/")] or [path, *argv]
@@ -112,9 +125,14 @@ def test_not_onnx_and_truncated(capsys, tmp_path):
 def test_cyclic_graph(capsys, tmp_path):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])
-    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="n1"), helper.make_node("Relu", ["a"], ["b"], name="n2"),
-             helper.make_node("Relu", ["a"], ["y"], name="n3")]
-    model = helper.make_model(helper.make_graph(nodes, "cyc", [x], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+        helper.make_node("Relu", ["a"], ["b"], name="n2"),
+        helper.make_node("Relu", ["a"], ["y"], name="n3"),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "cyc", [x], [y]), opset_imports=[helper.make_opsetid("", 18)]
+    )
     path = tmp_path / "cyc.onnx"
     path.write_bytes(model.SerializeToString())
     assert_one_error_line(*cli(capsys, str(path))[::2], "cycle")
@@ -123,10 +141,14 @@ def test_cyclic_graph(capsys, tmp_path):
 def _unknown_op_model():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
-             helper.make_node("FancyOp", ["a"], ["y"], name="fancy", domain="custom.domain")]
-    return helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
-                             opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("custom.domain", 1)])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="relu"),
+        helper.make_node("FancyOp", ["a"], ["y"], name="fancy", domain="custom.domain"),
+    ]
+    return helper.make_model(
+        helper.make_graph(nodes, "g", [x], [y]),
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("custom.domain", 1)],
+    )
 
 
 def test_unknown_op_is_uncosted_and_strict_fails(capsys, tmp_path):
@@ -134,8 +156,13 @@ def test_unknown_op_is_uncosted_and_strict_fails(capsys, tmp_path):
     code, out, _ = cli(capsys, path, "--json", "--dim", "batch=4")
     doc = json.loads(out)
     assert code == 0
-    assert doc["uncosted"] == [{"node": "fancy", "op": "custom.domain.FancyOp",
-                                "reason": "no cost function for custom.domain.FancyOp"}]
+    assert doc["uncosted"] == [
+        {
+            "node": "fancy",
+            "op": "custom.domain.FancyOp",
+            "reason": "no cost function for custom.domain.FancyOp",
+        }
+    ]
     code, out, _ = cli(capsys, path, "--dim", "batch=4")
     assert "uncosted (1 nodes" in out
     code, _, err = cli(capsys, path, "--strict", "--dim", "batch=4")
