@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from estimator.cost.registry import CUDA, SFU, TENSOR, Work
+from estimator.cost.registry import ALU, CUDA, SFU, TENSOR, Work
 from estimator.dtypes import tensor_peak_key
 from estimator.ir import Expr
 from hwdesc import HardwareDescriptor
@@ -43,6 +43,8 @@ def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
         return hw.tensor_flops_per_s[key]
     if unit == CUDA:
         return hw.cuda_flops_per_s.get(dtype, hw.cuda_flops_per_s["fp32"])
+    if unit == ALU:  # instructions: the FLOP peak counts each lane's FMA as 2
+        return hw.cuda_flops_per_s.get(dtype, hw.cuda_flops_per_s["fp32"]) / 2
     if unit == SFU:
         return hw.sfu_ops_per_s
     raise PriceError(f"unknown execution unit {unit!r}")
@@ -71,7 +73,7 @@ def price(work: Work, hw: HardwareDescriptor) -> Timing:
     for (unit, dtype), flops in work.flops.items():
         t = flops / unit_peak(hw, unit, dtype)
         peak_times.append(t)
-        achievable_times.append(t / eff[unit])
+        achievable_times.append(t / eff[CUDA if unit == ALU else unit])
     memory_s = work.dram_bytes / hw.dram_bytes_per_s
     compute_s = sympy.Max(*peak_times) if peak_times else sympy.Integer(0)
     bound_s = sympy.Max(compute_s, memory_s)

@@ -24,6 +24,7 @@ from estimator.cost.registry import (
     alu_unit,
     io_bytes,
     matmul_unit,
+    read_bytes,
     register,
     traffic,
 )
@@ -91,7 +92,7 @@ def _shaped_output(op: OpView, shape_fn: Callable[[], Shape]) -> Tensor:
 
 def _bytes(op: OpView, y: Tensor) -> tuple[Expr, Expr]:
     """Every input read once; `y` and the other outputs (same dims as y when unshaped) written once."""
-    read, _ = io_bytes(op)
+    read = read_bytes(op)
     others = (t if t is None or t.shape is not None else replace(t, shape=y.shape) for t in op.outputs[1:])
     return read, traffic(y) + sympy.Add(*(traffic(t) for t in others))
 

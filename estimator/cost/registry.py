@@ -18,8 +18,13 @@ from estimator.ir import Expr, Node, Tensor
 
 ZERO = sympy.Integer(0)
 
-# Execution units. Flop keys are (unit, dtype): ("tensor", "bf16"), ("cuda", "fp32"), ("sfu", "fp32").
-TENSOR, CUDA, SFU = "tensor", "cuda", "sfu"
+# Execution units. Work keys are (unit, dtype):
+#   ("tensor", "bf16")  tensor-core FLOPs (a multiply-add is 2)
+#   ("cuda", "fp32")    CUDA-core FLOPs of contractions that run there (fp32/fp64 matmul; FMA = 2)
+#   ("alu", "fp32")     CUDA-core instructions of elementwise/reduction math (add, mul, FMA, compare,
+#                       select: 1 each), issued at one per lane per clock = half the FMA-counted peak
+#   ("sfu", "fp32")     special-function-unit instructions (ex2, lg2, rsqrt, rcp, sin, cos, tanh)
+TENSOR, CUDA, ALU, SFU = "tensor", "cuda", "alu", "sfu"
 
 
 class CostError(ValueError):
@@ -133,24 +138,29 @@ def registered() -> dict[tuple[str, str], CostFn]:
 def traffic(t: Tensor | None) -> Expr:
     """DRAM bytes of reading or writing `t` once. Host-known values (shape vectors, axes, scalars
     folded at build time) travel as kernel arguments, not DRAM traffic; weights do count."""
-    if t is None or t.shape is None or (t.is_const and not t.is_weight):
+    if t is None or (t.is_const and not t.is_weight):
         return ZERO
+    if t.shape is None:  # never a silent zero: the node goes to `uncosted` with this reason
+        raise CostError(f"tensor {t.name!r} has no shape")
     return t.nbytes
+
+
+def read_bytes(op: OpView) -> Expr:
+    """Every present input read once."""
+    return sympy.Add(*(traffic(t) for t in op.inputs))
 
 
 def io_bytes(op: OpView) -> tuple[Expr, Expr]:
     """(read, written): every present input read once and every output written once."""
-    read = sympy.Add(*(traffic(t) for t in op.inputs))
-    written = sympy.Add(*(traffic(t) for t in op.outputs))
-    return read, written
+    return read_bytes(op), sympy.Add(*(traffic(t) for t in op.outputs))
 
 
 def alu_unit(dtype: str) -> tuple[str, str]:
-    """The CUDA-core unit elementwise math in `dtype` runs on.
+    """The CUDA-core instruction unit elementwise math in `dtype` runs on (counts are instructions).
 
     NB: half and 8-bit floats are upcast to fp32 for the math in practice, so everything but fp64 is
     priced at the fp32 CUDA-core rate."""
-    return (CUDA, "fp64") if dtype == "fp64" else (CUDA, "fp32")
+    return (ALU, "fp64") if dtype == "fp64" else (ALU, "fp32")
 
 
 def matmul_unit(dtype: str) -> tuple[str, str]:
