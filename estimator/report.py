@@ -88,7 +88,10 @@ def _groups_json(result: Result, key: str) -> dict[str, dict[str, Any]]:
 
 
 def _header(result: Result) -> list[str]:
-    dims = ", ".join(f"{k}={'?' if v is None else v}" for k, v in result.dims.items()) or "static"
+    declared = {k: v for k, v in result.dims.items() if k in result.graph.dims or v is not None}
+    dims = ", ".join(f"{k}={'?' if v is None else v}" for k, v in declared.items()) or "static"
+    if len(declared) < len(result.dims):
+        dims += f" (+{len(result.dims) - len(declared)} unnamed)"
     t = result.totals
     return [
         f"{result.hw.display_name} ({result.hw.name}) | precision {result.precision} | dims {dims} | "
@@ -122,24 +125,34 @@ def to_table(result: Result, top: int = 15) -> str:
         lines += _ranked(result, top)
     lines += _uncosted(result)
     if result.graph.unknown_dims:
-        names = ", ".join(result.graph.unknown_dims)
+        unknown = result.graph.unknown_dims
+        names = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
         lines.append(f"note: shape inference left dims it could not name: {names}; "
                      f"bind them with --dim NAME=VALUE")
     return "\n".join(lines)
 
 
 def _ranked(result: Result, top: int) -> list[str]:
+    """The top kernels by total estimated time, identical kernels (same signature: the same op on the
+    same shapes, as in every layer of a transformer) on one row with their count."""
     total = _num(result.totals["estimate_s"]) or 1.0
-    ranked = sorted(result.kernels, key=lambda p: -_num(p.timing.estimate_s))
-    rows = [["#", "kernel", "op", "estimate", "share", "bound", "limiter", "FLOP/B", "ridge"]]
-    for i, p in enumerate(ranked[:top], 1):
+    groups: dict[Hashable, list[PricedKernel]] = {}
+    for p in result.kernels:
+        groups.setdefault(p.kernel.signature, []).append(p)
+    ranked = sorted(groups.values(), key=lambda ps: -len(ps) * _num(ps[0].timing.estimate_s))
+    rows = [["#", "kernel (first of its kind)", "op", "calls", "each", "total", "share", "bound each",
+             "limiter", "FLOP/B", "ridge"]]
+    for i, ps in enumerate(ranked[:top], 1):
+        p = ps[0]
         w, tm = p.kernel.work, p.timing
         intensity = _num(w.total_flops) / _num(w.dram_bytes) if _num(w.dram_bytes) else float("inf")
         ridge = kernel_ridge(result, p)
-        rows.append([str(i), p.kernel.name[:48], p.kernel.op, show(tm.estimate_s, "s"),
-                     f"{100 * _num(tm.estimate_s) / total:.1f}%", show(tm.bound_s, "s"), tm.limiter,
-                     f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}"])
-    lines = ["", f"top {min(top, len(ranked))} kernels by estimated time:"] + _table(rows, "rllrrrlrr")
+        each = _num(tm.estimate_s)
+        rows.append([str(i), _clip(p.kernel.name, 44), p.kernel.op, str(len(ps)), show(each, "s"),
+                     show(each * len(ps), "s"), f"{100 * each * len(ps) / total:.1f}%", show(tm.bound_s, "s"),
+                     tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}"])
+    lines = ["", f"top {min(top, len(ranked))} of {len(ranked)} distinct kernels by total estimated time:"]
+    lines += _table(rows, "rllrrrrrlrr")
     for key in ("limiter", "kind"):
         lines += ["", f"by {key}:"]
         groups = sorted(group_totals(result, key).items(), key=lambda kv: -_num(kv[1]["estimate_s"]))
@@ -149,6 +162,10 @@ def _ranked(result: Result, top: int) -> list[str]:
                          f"{100 * _num(vals['estimate_s']) / total:.1f}%", show(vals["bound_s"], "s")])
         lines += _table(rows, "lrrrr")
     return lines
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
 def _uncosted(result: Result) -> list[str]:

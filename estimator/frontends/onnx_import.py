@@ -74,6 +74,38 @@ def check_opset(model: onnx.ModelProto) -> None:
                             f"(convert it with onnx.version_converter)")
 
 
+def split_weights(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, onnx.TensorProto]]:
+    """A light copy of `model` whose weight initializers (more than HOST_CONST_MAX_NUMEL elements) are
+    graph inputs of the same shape and dtype, and those initializers' metadata (no data).
+
+    Shape inference then never touches weight bytes: onnxruntime's symbolic inference would otherwise
+    try to read an external weight file to propagate values through e.g. Mul(x, weight), and would copy
+    hundreds of MB of inline weights into numpy."""
+    g = model.graph
+    light = onnx.ModelProto()
+    for fld in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, fld, getattr(model, fld))
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    lg = light.graph
+    lg.name = g.name
+    lg.node.extend(g.node)
+    lg.output.extend(g.output)
+    lg.value_info.extend(g.value_info)
+    weights: dict[str, onnx.TensorProto] = {}
+    declared = {vi.name for vi in g.input}
+    lg.input.extend(g.input)
+    for init in g.initializer:
+        if _numel(init.dims) <= HOST_CONST_MAX_NUMEL:
+            lg.initializer.append(init)
+            continue
+        meta = onnx.TensorProto(name=init.name, data_type=init.data_type, dims=init.dims)
+        weights[init.name] = meta
+        if init.name not in declared:
+            lg.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    return light, weights
+
+
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """Symbolic shape inference through onnxruntime's SymbolicShapeInference (keeps `batch*seq`,
     `past_seq + seq`), falling back to onnx's own with data propagation when it fails (it dispatches on
@@ -157,7 +189,7 @@ def _numel(dims: Iterable[int]) -> int:
     return int(np.prod(list(dims), dtype=np.int64)) if dims else 1
 
 
-def to_graph(model: onnx.ModelProto) -> Graph:
+def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None = None) -> Graph:
     """Build the IR. Tensor constness: initializers and Constants with at most HOST_CONST_MAX_NUMEL
     elements, Shape/Size outputs, and anything computed only from those are host-side values; bigger
     initializers are weights, and values computed only from weights and host values are weight-derived
@@ -168,12 +200,13 @@ def to_graph(model: onnx.ModelProto) -> Graph:
         if vi.type.HasField("tensor_type"):
             tt = vi.type.tensor_type
             tensors[vi.name] = Tensor(vi.name, _shape_of(tt, vi.name), from_onnx(tt.elem_type))
-    for init in g.initializer:
+    weights = weights or {}
+    for init in (*g.initializer, *weights.values()):
         small = _numel(init.dims) <= HOST_CONST_MAX_NUMEL
         shape = tuple(sympy.Integer(d) for d in init.dims)
         tensors[init.name] = Tensor(init.name, shape, from_onnx(init.data_type), is_weight=not small,
                                     is_const=True)
-    initializer_names = {i.name for i in g.initializer}
+    initializer_names = {i.name for i in g.initializer} | set(weights)
     inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
     declared = {}
     for name in inputs:
@@ -240,7 +273,8 @@ def import_model(model: onnx.ModelProto) -> Graph:
     """Opset check, cycle check, symbolic shape inference and IR construction for a loaded model."""
     check_opset(model)
     check_acyclic(model)
-    return to_graph(infer_shapes(model))
+    light, weights = split_weights(model)
+    return to_graph(infer_shapes(light), weights)
 
 
 def import_file(path: str) -> Graph:
