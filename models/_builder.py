@@ -43,8 +43,11 @@ class GraphBuilder:
         self.model_name = model_name
         self.weights = weights
         self._rng = np.random.default_rng(seed)
+        # Initializers go straight into the final proto: copying a 650 MB list of random tensors
+        # through make_graph/make_model costs seconds per model in the tests.
+        self._model = onnx.ModelProto()
+        self._initializers = self._model.graph.initializer
         self._nodes: list[onnx.NodeProto] = []
-        self._initializers: list[TensorProto] = []
         self._inputs: list[onnx.ValueInfoProto] = []
         self._outputs: list[onnx.ValueInfoProto] = []
         self._aliases: dict[str, str] = {}
@@ -115,7 +118,8 @@ class GraphBuilder:
             array = np.zeros(shape, dtype=np.float32)
         else:
             raise ValueError(f"unknown init {init!r}")
-        self._initializers.append(numpy_helper.from_array(array, name))
+        tensor = self._initializers.add(name=name, data_type=FLOAT, dims=list(shape))
+        tensor.raw_data = array.tobytes()
         return name
 
     def buffer(self, name: str, array: np.ndarray) -> str:
@@ -131,7 +135,7 @@ class GraphBuilder:
         return name
 
     def _external(self, name: str, shape: Sequence[int], elem_type: int, itemsize: int) -> str:
-        tensor = TensorProto(name=name, data_type=elem_type, dims=list(shape))
+        tensor = self._initializers.add(name=name, data_type=elem_type, dims=list(shape))
         length = int(np.prod(shape, dtype=np.int64)) * itemsize
         tensor.data_location = TensorProto.EXTERNAL
         for key, value in (
@@ -142,7 +146,6 @@ class GraphBuilder:
             entry = tensor.external_data.add()
             entry.key, entry.value = key, value
         self._external_offset += length
-        self._initializers.append(tensor)
         return name
 
     # ---- graph interface ----------------------------------------------------------------------
@@ -162,21 +165,25 @@ class GraphBuilder:
         self._outputs.insert(0 if first else len(self._outputs), value_info)
 
     def model(self, doc: str) -> onnx.ModelProto:
+        """Finish the graph. Call once: the proto already holds the initializers and is handed out."""
+        if self._model.graph.name:
+            raise RuntimeError("GraphBuilder.model() was already called")
         for node in self._nodes:
             for field in (node.input, node.output):
                 for i, tensor in enumerate(field):
                     if tensor in self._aliases:
                         field[i] = self._aliases[tensor]
-        graph = helper.make_graph(
-            self._nodes, self.model_name, self._inputs, self._outputs, self._initializers, doc_string=doc
-        )
-        model = helper.make_model(
-            graph,
-            opset_imports=[helper.make_opsetid("", OPSET)],
-            ir_version=IR_VERSION,
-            producer_name="gpu-inference-estimator.models",
-        )
+        model = self._model
+        model.ir_version = IR_VERSION
+        model.producer_name = "gpu-inference-estimator.models"
+        model.opset_import.append(helper.make_opsetid("", OPSET))
         model.doc_string = doc
+        graph = model.graph
+        graph.name = self.model_name
+        graph.doc_string = doc
+        graph.node.extend(self._nodes)
+        graph.input.extend(self._inputs)
+        graph.output.extend(self._outputs)
         return model
 
 

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from models._builder import FLOAT, INT64, MASK_FILL, GraphBuilder, linear, merge_heads, position_ids, split_heads
+from models._builder import (
+    FLOAT,
+    INT64,
+    MASK_FILL,
+    GraphBuilder,
+    linear,
+    merge_heads,
+    position_ids,
+    split_heads,
+)
 
 MODES = ("prefill", "decode")
 
@@ -168,8 +177,8 @@ def _attention(b, cfg: LlamaConfig, prefix: str, h: str, rope, mask, past):
     if mask is not None:
         scores = b.op("Add", scores, mask)
     context = b.op("MatMul", b.op("Softmax", scores, axis=-1), v)
-    out = linear(b, merge_heads(b, context, heads * hd), f"{prefix}.o_proj", heads * hd, cfg.hidden, bias=False)
-    return out, present
+    merged = merge_heads(b, context, heads * hd)
+    return linear(b, merged, f"{prefix}.o_proj", heads * hd, cfg.hidden, bias=False), present
 
 
 def _apply_rope(b: GraphBuilder, x: str, rope: tuple[str, str], head_dim: int) -> str:
