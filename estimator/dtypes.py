@@ -19,6 +19,9 @@ DTYPE_BYTES: dict[str, sympy.Rational] = {
     "fp8e4m3": sympy.Integer(1),
     "fp8e5m2": sympy.Integer(1),
     "fp4e2m1": sympy.Rational(1, 2),
+    "fp8e8m0": sympy.Integer(1),  # the MX block-scale type
+    "int2": sympy.Rational(1, 4),
+    "uint2": sympy.Rational(1, 4),
     "int4": sympy.Rational(1, 2),
     "uint4": sympy.Rational(1, 2),
     "int8": sympy.Integer(1),
@@ -60,7 +63,8 @@ _ONNX_TO_NAME = {
     TensorProto.COMPLEX64: "complex64",
     TensorProto.COMPLEX128: "complex128",
 }
-for _attr, _name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uint4")):
+for _attr, _name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uint4"),
+                     ("INT2", "int2"), ("UINT2", "uint2"), ("FLOAT8E8M0", "fp8e8m0")):
     if hasattr(TensorProto, _attr):  # newer onnx only
         _ONNX_TO_NAME[getattr(TensorProto, _attr)] = _name
 
@@ -94,12 +98,16 @@ def from_onnx(elem_type: int) -> str:
     return _ONNX_TO_NAME.get(elem_type, "undefined")
 
 
+class DtypeError(ValueError):
+    """A tensor whose element type the estimator cannot size; its node is listed as uncosted."""
+
+
 def itemsize(dtype: str) -> sympy.Rational:
     """Bytes per element; an undefined dtype is an error, never a silent zero."""
     try:
         return DTYPE_BYTES[dtype]
     except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}") from None
+        raise DtypeError(f"element type {dtype!r} has no known size") from None
 
 
 def tensor_peak_key(dtype: str) -> str | None:

@@ -14,6 +14,7 @@ import numpy as np
 
 import estimator.cost  # noqa: F401  (registers every cost function)
 from estimator.cost.registry import CostError, OpView, Work, lookup
+from estimator.dtypes import DtypeError
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import CONTROL_FLOW, kind_of
 
@@ -100,7 +101,7 @@ class CostCache:
             else:
                 try:
                     hit = fn(view)
-                except CostError as exc:
+                except (CostError, DtypeError) as exc:
                     hit = str(exc)
             self._cache[sig] = hit
         return sig, hit

@@ -210,7 +210,8 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
     inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
     declared = {}
     for name in inputs:
-        for d in tensors[name].shape or ():
+        t = tensors.get(name)  # sequence / optional inputs are not tensors
+        for d in (t.shape if t is not None and t.shape else ()):
             for s in d.free_symbols:
                 declared[s.name] = s
 
