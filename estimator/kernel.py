@@ -90,9 +90,13 @@ class CostCache:
 
     def __init__(self) -> None:
         self._cache: dict[Hashable, Work | str] = {}
+        self._ids: dict[Hashable, int] = {}
 
-    def work(self, view: OpView) -> tuple[Hashable, Work | str]:
+    def work(self, view: OpView) -> tuple[int, Work | str]:
+        """(signature id, Work or the reason it has none). Ids are small ints: later grouping and
+        caching hash them instead of re-hashing tuples of sympy shapes."""
         sig = signature(view)
+        sig_id = self._ids.setdefault(sig, len(self._ids))
         hit = self._cache.get(sig)
         if hit is None:
             fn = lookup(view.op_type, view.node.domain)
@@ -104,7 +108,7 @@ class CostCache:
                 except (CostError, DtypeError) as exc:
                     hit = str(exc)
             self._cache[sig] = hit
-        return sig, hit
+        return sig_id, hit
 
 
 def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:

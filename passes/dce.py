@@ -6,20 +6,20 @@ Returns a new Graph when something was removed (modified=True); the input graph 
 
 from __future__ import annotations
 
-import networkx as nx
-
 from estimator.ir import Graph
 from passes.pipeline import PassResult, register_pass
 
 
 @register_pass("dce")
 def dce(graph: Graph) -> PassResult:
+    # One reverse walk from every output's producer (per-output nx.ancestors is quadratic in layers).
     live: set[str] = set()
-    for out in graph.outputs:
-        src = graph.producer.get(out)
-        if src is not None:
-            live.add(src)
-            live |= nx.ancestors(graph.nx, src)
+    stack = [graph.producer[o] for o in graph.outputs if o in graph.producer]
+    while stack:
+        n = stack.pop()
+        if n not in live:
+            live.add(n)
+            stack.extend(graph.nx.predecessors(n))
     dead = [n for n in graph.nx.nodes if n not in live]
     if not dead:
         return PassResult(graph, False)

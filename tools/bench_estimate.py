@@ -21,11 +21,13 @@ import time
 
 DEFAULT_MODELS = "llama-3-8b,llama-3-8b-decode,llama-3-70b,llama-3-70b-decode"
 
+# The floor: what any estimator of this file must do before pricing anything, with the same inference
+# the estimator runs (weights turned into shape-only inputs, then onnxruntime's symbolic inference).
 FLOOR = """
 import sys, onnx
-from estimator.frontends.onnx_import import infer_shapes
+from estimator.frontends.onnx_import import infer_shapes, split_weights
 m = onnx.load(sys.argv[1], load_external_data=False)
-infer_shapes(m)
+infer_shapes(split_weights(m)[0])
 """
 
 
