@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from estimator.dtypes import PRECISIONS
+from estimator.errors import UserError
 
 EPILOG = """\
 examples:
@@ -22,8 +23,20 @@ otherwise; an ONNX file keeps every dim not given by --dim symbolic.
 """
 
 
-class UsageError(Exception):
+class UsageError(UserError):
     pass
+
+
+# Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
+# mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
+# instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
+MODES: list[str] = []
+
+
+def _modes():
+    import importlib
+
+    return [importlib.import_module(name) for name in MODES]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -52,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-archs", action="store_true", help="list bundled GPUs and exit")
     p.add_argument("--list-models", action="store_true", help="list bundled models and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    for mode in _modes():
+        mode.add_arguments(p)
     return p
 
 
@@ -133,6 +148,10 @@ def run(argv: list[str] | None) -> int:
     if args.list_models:
         print(list_models())
         return 0
+    for mode in _modes():
+        code = mode.run(args)
+        if code is not None:
+            return code
     if args.fusion != "none":
         raise UsageError(f"--fusion {args.fusion}: fusion strategies are not implemented yet; "
                          f"available: none")
@@ -160,14 +179,9 @@ def run(argv: list[str] | None) -> int:
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:
-    from estimator.estimate import EstimateError
-    from estimator.frontends.onnx_import import FrontendError
-    from estimator.precision import PrecisionError
-    from estimator.price import PriceError
-    from hwdesc import HwdescError
-    from passes import PipelineError
+    from hwdesc import HwdescError  # hwdesc stands alone (no estimator import), so it has its own base
 
-    return (UsageError, FrontendError, EstimateError, PrecisionError, PriceError, HwdescError, PipelineError)
+    return (UserError, HwdescError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from estimator.errors import UserError
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
@@ -16,7 +17,7 @@ from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, Pipeline
 
 
-class EstimateError(ValueError):
+class EstimateError(UserError):
     """Bad options for this graph (unknown dim, strict mode with uncosted ops...)."""
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from estimator.dtypes import FLOAT_DTYPES, PRECISIONS, tensor_peak_key
+from estimator.errors import UserError
 from estimator.ir import Graph
 from hwdesc import HardwareDescriptor
 
 
-class PrecisionError(ValueError):
+class PrecisionError(UserError):
     pass
 
 

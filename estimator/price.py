@@ -16,11 +16,12 @@ import sympy
 
 from estimator.cost.registry import ALU, CUDA, SFU, TENSOR, Work
 from estimator.dtypes import tensor_peak_key
+from estimator.errors import UserError
 from estimator.ir import Expr
 from hwdesc import HardwareDescriptor
 
 
-class PriceError(ValueError):
+class PriceError(UserError):
     pass
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from estimator.errors import UserError
 from estimator.ir import Graph
 
 
@@ -20,7 +21,7 @@ PassFn = Callable[[Graph], PassResult]
 _PASSES: dict[str, PassFn] = {}
 
 
-class PipelineError(ValueError):
+class PipelineError(UserError):
     pass
 
 

@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
+from estimator.errors import UserError
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13
@@ -26,7 +27,7 @@ MIN_OPSET = 13
 HOST_CONST_MAX_NUMEL = 16
 
 
-class FrontendError(ValueError):
+class FrontendError(UserError):
     """Bad input: the CLI prints it as one `error:` line and exits 2."""
 
 
