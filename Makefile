@@ -10,7 +10,7 @@ PYTHON ?= python3
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,torch,mlir]'
 	touch $(STAMP)
 
 demo: $(STAMP)
