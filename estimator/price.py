@@ -10,7 +10,9 @@ may not be decidable; then every term that is not provably smaller is named ("co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 import sympy
 
@@ -32,6 +34,7 @@ class Timing:
     limiter: str
     compute_s: Expr  # slowest unit at peak
     memory_s: Expr  # DRAM bytes at peak bandwidth
+    terms: Mapping[str, Expr]  # the estimate's terms: "compute", "memory", "launch" (estimate = their max)
 
 
 def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
@@ -84,4 +87,4 @@ def price(work: Work, hw: HardwareDescriptor) -> Timing:
         "launch": sympy.Float(eff["min_kernel_s"]),
     }
     estimate_s = sympy.Max(*terms.values())
-    return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s)
+    return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s, MappingProxyType(terms))
