@@ -1,6 +1,7 @@
 """Op kinds grouped in plain sets; code asks about the group, not about scattered strings.
 
-Names are ONNX op_types (default domain unless prefixed ``com.microsoft.``)."""
+Names are bare op_types; a group may hold contrib ops of onnxruntime's com.microsoft domain (FastGelu,
+SkipLayerNormalization...) beside the standard ones, since only the kind is looked up here."""
 
 from __future__ import annotations
 
@@ -50,6 +51,9 @@ VIEW = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dro
 # Host-side shape arithmetic (values are shapes, not activations).
 SHAPE = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
+SIGNAL = frozenset({"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix",
+                    "CumSum", "CumProd"})
 
 # Kernel kind reported per kernel (JSON "kind"), in lookup order.
 _KINDS: tuple[tuple[str, frozenset[str]], ...] = (
@@ -66,6 +70,8 @@ _KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("view", VIEW),
     ("shape", SHAPE),
     ("control", CONTROL_FLOW),
+    ("recurrent", RECURRENT),
+    ("signal", SIGNAL),
 )
 
 

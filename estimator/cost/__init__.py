@@ -3,11 +3,15 @@
 from estimator.cost import (  # noqa: F401  (imported for their @register side effects)
     attention,
     conv,
+    einsum,
     elementwise,
     matmul,
+    misc,
     movement,
     quant,
+    recurrent,
     reduction,
+    signal,
     views,
 )
 from estimator.cost.registry import FREE, CostError, OpView, Work, lookup, register, registered

@@ -13,7 +13,7 @@ NB: the bytes are those of a persistent kernel that keeps R on chip for the whol
 step-by-step kernels re-read R every step, mostly from shared memory or L2. NB: sequence_lens shorter
 than seq_length skip no work here (padded steps are priced as full steps). NB: the bias is counted as
 one add per pre-activation (Wb + Rb folded once per channel), except GRU's linear_before_reset, which
-keeps Rbh inside the reset product.
+keeps Rbh inside the reset product. NB: LSTM input_forget (f = 1 - i) is priced as a separate forget gate.
 """
 
 from __future__ import annotations

@@ -64,27 +64,30 @@ def _dft_axis(op: OpView, x: Tensor, y: Tensor) -> int:
     return axis % rank
 
 
-def _fft_length(given: bool, onesided: bool, x_len: Expr, y_len: Expr) -> Expr:
-    """N: the output's length along the axis when a length input is given (the signal is padded or
-    truncated to it; one-sided: 2 * (bins - 1)), else the input's."""
-    if not given:
-        return x_len
-    return 2 * (y_len - 1) if onesided else y_len
+def _fft_length(given: bool, r2c: bool, x_len: Expr, y_len: Expr) -> Expr:
+    """N along the transform axis. A one-sided forward transform (real to complex) has N input samples,
+    or, with a length input (the signal padded or truncated to it), 2 * (bins - 1); every other
+    transform writes N values along the axis (a one-sided inverse writes the full real signal)."""
+    if not r2c:
+        return y_len
+    return 2 * (y_len - 1) if given else x_len
 
 
 @register("DFT")
 def dft(op: OpView) -> Work:
-    """FFTs of length N along the axis, one per position of the other dims (numel(X) / 2-or-1 / X's
-    axis length of them): 5 N log2 N CUDA ops each (half for real input). Bytes: X read, Y written."""
+    """FFTs of length N along the axis, one per position of the other dims (numel(X) / X's last dim /
+    X's axis length of them): 5 N log2 N CUDA ops each, half when the input or the output is real
+    (last dim 1). Bytes: X read, Y written."""
     x, y = op.input(0), op.output(0)
     if len(x.shape) < 2 or len(y.shape) != len(x.shape):
         raise CostError(f"DFT: input rank {len(x.shape)} / output rank {len(y.shape)}")
-    cplx = _complex(x, "DFT")
+    real = not _complex(x, "DFT") or not _complex(y, "DFT")
     axis = _dft_axis(op, x, y)
-    n = _fft_length(op.has_input(1), bool(op.attr("onesided", 0)), x.shape[axis], y.shape[axis])
+    r2c = bool(op.attr("onesided", 0)) and not op.attr("inverse", 0)
+    n = _fft_length(op.has_input(1), r2c, x.shape[axis], y.shape[axis])
     transforms = x.numel / x.shape[-1] / x.shape[axis]
     read, written = checked_io_bytes(op)
-    return Work(alu_sfu(x.dtype, fft_ops(n, transforms, cplx)), read, written)
+    return Work(alu_sfu(x.dtype, fft_ops(n, transforms, not real)), read, written)
 
 
 @register("STFT")
