@@ -50,13 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")
     p.add_argument("--model", dest="model_name", metavar="NAME", help="a bundled model (see --list-models)")
     p.add_argument("--arch", default="h100-sxm",
-                   help="GPU SKU, alias (hopper, blackwell) or path to a hwdesc YAML (default: h100-sxm)")
+                   help="GPU SKU, alias (hopper, blackwell), path to a hwdesc YAML, or host (this machine, "
+                        "measured through onnxruntime on first use) (default: h100-sxm)")
     p.add_argument("--precision", choices=list(PRECISIONS),
                    help="re-type every float tensor to this precision (default: the graph's dtypes)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a free dimension (repeatable)")
-    p.add_argument("--fusion", default="none", help="fusion strategy (only 'none' exists so far)")
-    p.add_argument("--pipeline", default=None, help="pass pipeline, e.g. 'dce' (default: dce)")
+    p.add_argument("--fusion", default=None, metavar="STRATEGY",
+                   help="how kernels are fused: none, ort, inductor, tensorrt, max (default: tensorrt, the "
+                        "deployment most users target)")
+    p.add_argument("--pipeline", default=None,
+                   help="explicit pass pipeline instead of a strategy, e.g. 'canonicalize,fuse-attention'")
+    p.add_argument("--compare-fusion", metavar="S1,S2,...", nargs="?", const="none,ort,inductor,tensorrt,max",
+                   help="one table comparing fusion strategies (default list: all)")
+    p.add_argument("--explain", action="store_true", help="list every fusion a rule refused, with the reason")
+    p.add_argument("--print-after", metavar="PASS", action="append", default=[],
+                   help="dump the graph after this pass (repeatable; 'all' for every pass)")
+    p.add_argument("--verify-each", action="store_true", help="check the graph's invariants after every pass")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--symbolic", action="store_true", help="print closed-form totals in the free dims")
@@ -152,30 +162,63 @@ def run(argv: list[str] | None) -> int:
         code = mode.run(args)
         if code is not None:
             return code
-    if args.fusion != "none":
-        raise UsageError(f"--fusion {args.fusion}: fusion strategies are not implemented yet; "
-                         f"available: none")
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     dims = parse_dims(args.dim)
 
     import hwdesc
+    from estimator import fusion_report
     from estimator.estimate import estimate
+    from estimator.host import resolve_arch
     from estimator.report import to_json, to_symbolic, to_table
-    from passes import DEFAULT_PIPELINE
 
-    hw = hwdesc.load(args.arch)
+    hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
     graph, dims = load_graph(args, dims)
-    result = estimate(graph, hw, precision=args.precision, dims=dims,
-                      pipeline=args.pipeline if args.pipeline is not None else DEFAULT_PIPELINE,
-                      strict=args.strict)
+    if args.compare_fusion:
+        if args.symbolic:
+            raise UsageError("--compare-fusion prints numbers; drop --symbolic")
+        from passes import pipeline_for
+
+        results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name),
+                                  strict=args.strict, verify_each=args.verify_each)
+                   for name in strategy_list(args.compare_fusion)}
+        print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
+              else fusion_report.compare_table(results))
+        return 0
+    result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args),
+                      strict=args.strict, after_pass=fusion_report.printer(args.print_after),
+                      verify_each=args.verify_each)
     if args.json:
         print(json.dumps(to_json(result), indent=1))
     elif args.symbolic:
         print(to_symbolic(result))
     else:
         print(to_table(result, args.top))
+    if args.explain:
+        print(fusion_report.explain(result))
     return 0
+
+
+def pipeline_of(args: argparse.Namespace) -> str:
+    """The pass pipeline --pipeline or --fusion (default tensorrt) asks for."""
+    from passes import DEFAULT_STRATEGY, pipeline_for
+
+    if args.pipeline is not None:
+        if args.fusion is not None:
+            raise UsageError("give either --fusion or --pipeline, not both")
+        return args.pipeline
+    return pipeline_for(args.fusion or DEFAULT_STRATEGY)
+
+
+def strategy_list(text: str) -> list[str]:
+    from passes import STRATEGIES
+
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in STRATEGIES]
+    if unknown or not names:
+        raise UsageError(f"--compare-fusion: unknown strategy {unknown[0] if unknown else text!r}; "
+                         f"choose from {', '.join(STRATEGIES)}")
+    return names
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 
 import sympy
@@ -14,7 +14,7 @@ from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
 from hwdesc import HardwareDescriptor
-from passes import DEFAULT_PIPELINE, Pipeline
+from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline
 
 
 class EstimateError(UserError):
@@ -38,6 +38,8 @@ class Result:
     free_nodes: int
     pipeline: str
     totals: dict[str, Expr] = field(default_factory=dict)
+    fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
+    refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
 
     @property
     def symbolic(self) -> bool:
@@ -68,14 +70,23 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
 
 def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
              dims: Mapping[str, int] | None = None, pipeline: str = DEFAULT_PIPELINE,
-             strict: bool = False) -> Result:
+             strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False) -> Result:
+    """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
+    lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = retype(graph, check_precision(precision, hw))
-    graph = Pipeline.parse(pipeline).run(graph)
-    lowered = lower(graph, CostCache())
+    refusals: list = []
+
+    def seen(name, res) -> None:
+        refusals.extend(res.refusals)
+        if after_pass is not None:
+            after_pass(name, res)
+
+    graph = Pipeline.parse(pipeline).run(graph, after=seen, verify_each=verify_each)
+    lowered = lower(graph, CostCache(graph))
     if strict and lowered.uncosted:
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
@@ -86,8 +97,11 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         if k.signature not in timings:
             timings[k.signature] = price(k.work, hw)
         priced.append(PricedKernel(k, timings[k.signature]))
+    fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
+                  "custom")
     result = Result(graph, hw, precision or "graph", {n: dims.get(n) for n in free}, priced,
-                    lowered.uncosted, lowered.free_nodes, pipeline)
+                    lowered.uncosted, lowered.free_nodes, str(Pipeline.parse(pipeline)), fusion=fusion,
+                    refusals=refusals)
     result.totals = totals(result)
     return result
 

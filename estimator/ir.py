@@ -174,8 +174,14 @@ class Graph:
             self.__dict__["_index_cache"] = idx
         return idx
 
-    def consumers(self, tensor: str) -> list[Node]:
-        return [self.node(n) for n in self.nx.nodes if tensor in self.node(n).inputs]
+    @property
+    def topo_index(self) -> dict[str, int]:
+        """Node name -> position in a topological order (cached; graphs are not mutated in place)."""
+        idx = self.__dict__.get("_topo_cache")
+        if idx is None or len(idx) != len(self.nx):
+            idx = {n.name: i for i, n in enumerate(self.topo_nodes())}
+            self.__dict__["_topo_cache"] = idx
+        return idx
 
     def free_symbols(self) -> set[sympy.Symbol]:
         syms: set[sympy.Symbol] = set()

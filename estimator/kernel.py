@@ -6,7 +6,7 @@ host-side shape arithmetic) and uncosted ops (with the reason)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,9 @@ import estimator.cost  # noqa: F401  (registers every cost function)
 from estimator.cost.registry import CostError, OpView, Work, lookup
 from estimator.dtypes import DtypeError
 from estimator.ir import Graph, Node, Tensor
+from estimator.fused import fused_work
 from estimator.ops import CONTROL_FLOW, kind_of
+from passes.graph_edit import is_fused, members
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ def _hashable(value: Any) -> Hashable:
         return (value.shape, str(value.dtype), value.tobytes()[:4096])
     if isinstance(value, (list, tuple)):
         return tuple(_hashable(v) for v in value)
+    if isinstance(value, Mapping):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
     return value
 
 
@@ -72,48 +76,54 @@ def op_view(graph: Graph, node: Node) -> OpView:
     return OpView(node, tuple(get(t) for t in node.inputs), tuple(get(t) for t in node.outputs), opset)
 
 
-def signature(view: OpView) -> Hashable:
+def signature(view: OpView, graph: Graph | None = None) -> Hashable:
     n = view.node
     attrs = tuple(sorted((k, _hashable(v)) for k, v in n.attrs.items()))
-    return (
-        n.domain,
-        n.op_type,
-        tuple(_tensor_sig(t) for t in view.inputs),
-        tuple(_tensor_sig(t) for t in view.outputs),
-        attrs,
-        view.opset,
-    )
+    body = tuple(signature(op_view(graph, m)) for m in n.body) if n.body and graph is not None else ()
+    return (n.domain, n.op_type, tuple(_tensor_sig(t) for t in view.inputs),
+            tuple(_tensor_sig(t) for t in view.outputs), attrs, view.opset, body)
 
 
 class CostCache:
-    """Work per node signature (or the CostError reason)."""
+    """Work per node signature (or the reason it has none)."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
         self._cache: dict[Hashable, Work | str] = {}
         self._ids: dict[Hashable, int] = {}
 
     def work(self, view: OpView) -> tuple[int, Work | str]:
         """(signature id, Work or the reason it has none). Ids are small ints: later grouping and
         caching hash them instead of re-hashing tuples of sympy shapes."""
-        sig = signature(view)
+        sig = signature(view, self.graph)
         sig_id = self._ids.setdefault(sig, len(self._ids))
         hit = self._cache.get(sig)
         if hit is None:
-            fn = lookup(view.op_type, view.node.domain)
-            if fn is None:
-                hit = f"no cost function for {view.node.qualified_op}"
-            else:
-                try:
-                    hit = fn(view)
-                except (CostError, DtypeError) as exc:
-                    hit = str(exc)
+            hit = self._price(view)
             self._cache[sig] = hit
         return sig_id, hit
+
+    def _price(self, view: OpView) -> Work | str:
+        if is_fused(view.node):
+            return fused_work(self.graph, view.node, self._member)
+        fn = lookup(view.op_type, view.node.domain)
+        if fn is None:
+            return f"no cost function for {view.node.qualified_op}"
+        try:
+            return fn(view)
+        except (CostError, DtypeError) as exc:
+            return str(exc)
+
+    def _member(self, node: Node) -> Work | str | None:
+        """A fused member's work; None for members that launch nothing (views, host-side values)."""
+        if _is_host_side(self.graph, node):
+            return None
+        return self.work(op_view(self.graph, node))[1]
 
 
 def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:
     """One kernel per costed node, in topological order."""
-    cache = cache or CostCache()
+    cache = cache or CostCache(graph)
     out = Lowered()
     for node in graph.topo_nodes():
         if node.op_type in CONTROL_FLOW:
@@ -134,7 +144,9 @@ def lower(graph: Graph, cache: CostCache | None = None) -> Lowered:
         elif not work.flops and work.dram_bytes == 0:
             out.free_nodes += 1
         else:
-            out.kernels.append(
-                Kernel(node.name, (node,), kind_of(node.op_type), node.qualified_op, work, sig)
-            )
+            if is_fused(node):
+                kind, op = node.attrs["kind"], "+".join(node.attrs["rules"])
+            else:
+                kind, op = kind_of(node.op_type), node.qualified_op
+            out.kernels.append(Kernel(node.name, members(node), kind, op, work, sig))
     return out

@@ -4,6 +4,7 @@ bound_s    = max(flops_u / peak_u for each unit u, dram_bytes / dram_bytes_per_s
              (speed of light: units run concurrently, so the slowest one is the floor)
 estimate_s = max(flops_u / (peak_u * eff_u), dram_bytes / (dram_bytes_per_s * eff_dram), min_kernel_s)
              (achievable fractions of peak from the descriptor, and its minimum kernel time)
+             + op_overhead_s (optional, CPU descriptors: the runtime's own time per op; 0 on GPUs)
 The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
 may not be decidable; then every term that is not provably smaller is named ("compute|memory").
 """
@@ -87,4 +88,6 @@ def price(work: Work, hw: HardwareDescriptor) -> Timing:
         "launch": sympy.Float(eff["min_kernel_s"]),
     }
     estimate_s = sympy.Max(*terms.values())
+    if eff.get("op_overhead_s"):  # estimate only: the bound stays the speed of light
+        estimate_s = estimate_s + eff["op_overhead_s"]
     return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s, MappingProxyType(terms))

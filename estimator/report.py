@@ -72,7 +72,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "precision": result.precision,
         "dims": result.dims,
         "pipeline": result.pipeline,
-        "fusion": "none",
+        "fusion": result.fusion,
         "total": {k: jsonable(v) for k, v in t.items()},
         "by_kind": _groups_json(result, "kind"),
         "by_limiter": _groups_json(result, "limiter"),
@@ -95,7 +95,7 @@ def _header(result: Result) -> list[str]:
     t = result.totals
     return [
         f"{result.hw.display_name} ({result.hw.name}) | precision {result.precision} | dims {dims} | "
-        f"pipeline {result.pipeline or '(none)'}",
+        f"fusion {result.fusion} ({result.pipeline or 'no passes'})",
         f"{len(result.kernels)} kernels, {result.free_nodes} free ops (views, shape arithmetic), "
         f"{len(result.uncosted)} uncosted",
         f"total estimate {show(t['estimate_s'], 's')}   bound {show(t['bound_s'], 's')}",
@@ -182,21 +182,139 @@ def _uncosted(result: Result) -> list[str]:
 
 
 def to_symbolic(result: Result) -> str:
-    """Closed forms of the totals in the free dims: polynomials for FLOPs and bytes, sums of Max terms
-    (one per distinct kernel, times its multiplicity) for the times."""
+    """Closed forms of the totals in the free dims: polynomials for FLOPs and bytes, and for the times a
+    polynomial plus one Max term per distinct kernel (times its multiplicity). Then, where Max decides:
+    per distinct kernel the dim value where its compute term overtakes its memory term; with one free dim
+    the totals as explicit pieces; and per free dim the leading term as that dim grows."""
     t = result.totals
-    free = ", ".join(k for k, v in result.dims.items() if v is None) or "(none)"
-    lines = [f"# {result.hw.name}, precision {result.precision}, free dims: {free}",
+    free = [k for k, v in result.dims.items() if v is None]
+    lines = [f"# {result.hw.name}, precision {result.precision}, free dims: {', '.join(free) or '(none)'}",
              f"flops = {sympy.expand(t['flops'])}",
              f"dram_bytes = {sympy.expand(t['dram_bytes'])}",
              f"weight_bytes = {jsonable(t['weight_bytes'])}",
              f"bound_s = {_collect(t['bound_s'])}",
              f"estimate_s = {_collect(t['estimate_s'])}",
              f"kernels = {int(t['kernels'])}"]
+    if free:
+        lines += _where_max_decides(result, free)
+        lines += _leading_terms(result, free)
     return "\n".join(lines)
 
 
 def _collect(expr: Expr) -> str:
+    """Terms without Max (kernels whose limiter never changes) folded into one polynomial first, then
+    the Max terms, largest multiplicity first."""
     e = sympy.sympify(expr)
-    # Terms without Max (memory- or compute-only kernels) fold into one polynomial; keep Max terms apart.
-    return str(e.evalf(4))
+    if not isinstance(e, sympy.Add):
+        return str(e.evalf(4))
+    plain = [a for a in e.args if not a.has(sympy.Max)]
+    maxes = sorted((a for a in e.args if a.has(sympy.Max)), key=lambda a: -abs(_num(a.as_coeff_Mul()[0])))
+    parts = [str(sympy.expand(sympy.Add(*plain)).evalf(4))] if plain else []
+    parts += [str(a.evalf(4)) for a in maxes]
+    return " + ".join(parts)
+
+
+def _primary_dim(free: list[str]) -> str:
+    """The dim thresholds are solved for: the last one naming a sequence, else the last."""
+    seqs = [d for d in free if "seq" in d]
+    return (seqs or free)[-1]
+
+
+def _fmt_x(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _where_max_decides(result: Result, free: list[str]) -> list[str]:
+    from estimator.crossover import Piecewise, family_name, groups
+
+    x = _primary_dim(free)
+    others = [d for d in free if d != x]
+    at_one = {d: 1 for d in others}
+    gl = groups(result)
+    lines = ["", f"# where Max decides, along {x}"
+             + (f" (thresholds solved for {x}; terms ordered with {', '.join(others)} = 1)" if others else "")]
+    launch: list[float] = []
+    for which in ("bound", "estimate"):
+        pw = Piecewise(gl, x, at_one, which)
+        rows: dict[tuple[str, ...], int] = {}  # identical kernels of different layers on one line
+        for fam in pw.families:
+            for v, before, after in pw.transitions(fam):
+                if "launch" in (before, after):
+                    launch.append(v)
+                    continue
+                where = _fmt_x(v) if not others else _threshold(fam.group, which, x, before, after, v, others)
+                key = (family_name(fam.group.name), fam.group.kind, before, after, where)
+                rows[key] = rows.get(key, 0) + fam.group.count
+        title = ("bound_s: compute (at peak) overtakes memory (at peak)" if which == "bound"
+                 else "estimate_s: limiter changes between compute and memory")
+        lines += [f"{title}:"] + ([f"  {n} x {name} [{kind}]: {before} below, {after} above {x} = {where}"
+                                   for (name, kind, before, after, where), n in rows.items()]
+                                  or ["  none for dims >= 1"])
+        if not others:
+            lines += _pieces(pw, which, x)
+    if launch:
+        lines.append(f"estimate_s: {len(launch)} distinct kernel(s) rise above the launch floor between {x} = "
+                     f"{_fmt_x(min(launch))} and {_fmt_x(max(launch))}" + (" (others at 1)" if others else ""))
+    if others:
+        lines.append(f"(piecewise totals need one free dim: bind {', '.join(others)} with --dim, or use --sweep)")
+    return lines
+
+
+def _threshold(group, which: str, x: str, before: str, after: str, near: float, others: list[str]) -> str:
+    """The threshold as an expression in the other free dims (numeric at 1 when sympy cannot solve)."""
+    from estimator.crossover import max_args, real_symbol
+    from estimator.ir import dim
+
+    xr = real_symbol(x)
+    t = group.timing
+    terms = dict(t.terms) if which == "estimate" else {"compute": t.compute_s, "memory": t.memory_s}
+    at = {xr: near, **{dim(o): 1 for o in others}}
+
+    def top(label: str) -> Expr:
+        return max(max_args(sympy.sympify(terms[label]).xreplace({dim(x): xr})), key=lambda a: _num(a.xreplace(at)))
+
+    try:
+        roots = sympy.solve(top(before) - top(after), xr)
+    except (NotImplementedError, ValueError):
+        roots = []
+    ones = {dim(o): 1 for o in others}
+    real = [r for r in roots if sympy.sympify(r.xreplace(ones)).is_real]
+    if not real:
+        return f"{_fmt_x(near)} (at {', '.join(others)} = 1)"
+    best = min(real, key=lambda r: abs(float(r.xreplace(ones)) - near))
+    return str(sympy.simplify(best).evalf(4))
+
+
+def _pieces(pw, which: str, x: str, most: int = 10) -> list[str]:
+    pieces = pw.pieces()
+    name = f"{which}_s"
+    rows = []
+    for a, b, expr in pieces:
+        span = f"{_fmt_x(a)} <= {x} < {_fmt_x(b)}" if b < pw.hi else f"{x} >= {_fmt_x(a)}"
+        rows.append(f"  {span}: {name} = {expr.evalf(4)}")
+    if len(rows) > most:
+        rows = rows[:most // 2] + [f"  ... {len(rows) - most} more pieces ..."] + rows[-(most // 2):]
+    return [f"{name} piecewise in {x} ({len(pieces)} piece(s)):"] + rows
+
+
+def _leading_terms(result: Result, free: list[str]) -> list[str]:
+    from estimator.crossover import leading_term
+
+    lines = ["", "# leading terms as one free dim grows (the others fixed)"]
+    for d in free:
+        parts = []
+        for key in ("bound_s", "estimate_s", "flops", "dram_bytes"):
+            lead = leading_term(result.totals[key], d)
+            if lead is None:
+                parts.append(f"{key}: not a rational function of {d}")
+                continue
+            coeff, degree = lead
+            power = d if degree == 1 else f"{d}**{degree}"
+            parts.append(f"{key} ~ ({_coeff(coeff)})*{power}" if degree else f"{key} -> {_coeff(coeff)}")
+        lines.append(f"{d}: " + "; ".join(parts))
+    return lines
+
+
+def _coeff(e: Expr) -> str:
+    e = sympy.sympify(e)
+    return f"{float(e):.4g}" if e.is_number else str(sympy.expand(e).evalf(4))

@@ -15,11 +15,15 @@ from types import MappingProxyType
 from typing import Any
 
 SCHEMA_VERSION = 1
-FAMILIES = frozenset({"ampere", "hopper", "blackwell", "blackwell-rtx"})
+FAMILIES = frozenset({"ampere", "hopper", "blackwell", "blackwell-rtx", "cpu"})
+CPU_FAMILY = "cpu"  # a host measured by estimator/host.py: no tensor cores, no compute capability
 TENSOR_DTYPES = frozenset({"tf32", "bf16", "fp16", "fp8", "fp4", "int8"})
 CUDA_DTYPES = ("fp32", "fp16", "fp64")
 EFFICIENCY_FRACTIONS = ("tensor", "cuda", "sfu", "dram")
 EFFICIENCY_KEYS = (*EFFICIENCY_FRACTIONS, "min_kernel_s")
+# Optional: an additive per-kernel cost in the estimate (a CPU runtime's executor time between ops);
+# absent means 0, as on GPUs, whose launch cost is the min_kernel_s floor.
+OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
@@ -45,7 +49,7 @@ class HardwareDescriptor:
     name: str
     display_name: str
     family: str
-    compute_capability: str
+    compute_capability: str  # "none" for the cpu family
     sm_count: int
     clock_hz: float
     tensor_flops_per_s: Mapping[str, float]  # a missing dtype = no tensor-core support for it
@@ -56,7 +60,8 @@ class HardwareDescriptor:
     l2_bytes: float
     smem_bytes_per_sm: float
     nvlink_bytes_per_s: float | None
-    efficiency: Mapping[str, float]  # "tensor", "cuda", "sfu", "dram" fractions and "min_kernel_s"
+    efficiency: Mapping[str, float]  # "tensor", "cuda", "sfu", "dram" fractions, "min_kernel_s", and
+    # "op_overhead_s" only where the file gives it
     sources: Mapping[str, str]  # dotted figure key -> source text
     low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
     path: str
@@ -126,7 +131,7 @@ class _Validator:
         return None if value is None else float(value)
 
     def group(self, raw: Mapping[str, Any], key: str, allowed: frozenset[str] | tuple[str, ...],
-              required: tuple[str, ...]) -> dict[str, float]:
+              required: tuple[str, ...], allow_empty: bool = False) -> dict[str, float]:
         node = self.mapping(raw[key], key)
         for sub in node:
             if sub not in allowed:
@@ -134,7 +139,7 @@ class _Validator:
         for sub in required:
             if sub not in node:
                 raise self.fail(f"{key}.{sub}", "missing")
-        if not node:
+        if not node and not allow_empty:
             raise self.fail(key, "must list at least one entry")
         return {sub: self.figure(fig, f"{key}.{sub}") for sub, fig in node.items()}
 
@@ -170,21 +175,24 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     if family not in FAMILIES:
         raise v.fail("family", f"must be one of {', '.join(sorted(FAMILIES))}, got {family!r}")
     cc = raw["compute_capability"]
-    if not isinstance(cc, str) or not _CC_RE.match(cc):
+    if cc is None and family == CPU_FAMILY:
+        cc = "none"
+    elif not isinstance(cc, str) or not _CC_RE.match(cc):
         raise v.fail("compute_capability", f'must be a quoted string like "9.0", got {_kind(cc)}')
 
     scalars = {key: v.figure(raw[key], key, nullable=key in NULLABLE) for key in SCALAR_FIGURES}
     if not isinstance(raw["sm_count"]["value"], int):
         raise v.fail("sm_count.value", f"must be an integer, got {raw['sm_count']['value']!r}")
-    tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, ())
+    tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
-    efficiency = v.group(raw, "efficiency", EFFICIENCY_KEYS, EFFICIENCY_KEYS)
+    efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
     for key in EFFICIENCY_FRACTIONS:
         if efficiency[key] > 1:
             raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
-    if efficiency["min_kernel_s"] >= MAX_MIN_KERNEL_S:
-        raise v.fail("efficiency.min_kernel_s",
-                     f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency['min_kernel_s']!r}")
+    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS):
+        if efficiency.get(key, 0.0) >= MAX_MIN_KERNEL_S:
+            raise v.fail(f"efficiency.{key}",
+                         f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")
 
     return HardwareDescriptor(
         name=name,

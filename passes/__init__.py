@@ -1,9 +1,19 @@
 """Graph passes. Importing this package registers every pass."""
 
-from passes import dce  # noqa: F401  (registers its pass)
+from passes import (  # noqa: F401  (registers their passes)
+    canonicalize,
+    dce,
+    fuse_attention,
+    fuse_elementwise,
+    fuse_epilogue,
+    fuse_norm,
+    fuse_patterns,
+)
 from passes.pipeline import PassResult, Pipeline, PipelineError, available_passes, register_pass
 
-DEFAULT_PIPELINE = "dce"
+from passes.strategies import DEFAULT_STRATEGY, STRATEGIES, pipeline_for
 
-__all__ = ["DEFAULT_PIPELINE", "PassResult", "Pipeline", "PipelineError", "available_passes",
+DEFAULT_PIPELINE = STRATEGIES["none"]  # the library default; the CLI defaults to DEFAULT_STRATEGY
+
+__all__ = ["DEFAULT_PIPELINE", "DEFAULT_STRATEGY", "STRATEGIES", "pipeline_for", "PassResult", "Pipeline", "PipelineError", "available_passes",
            "register_pass"]

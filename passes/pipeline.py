@@ -4,7 +4,7 @@ comma-separated string of registered pass names that parses and prints back the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from estimator.errors import UserError
@@ -15,6 +15,7 @@ from estimator.ir import Graph
 class PassResult:
     graph: Graph
     modified: bool
+    refusals: tuple = ()  # fusions the pass considered and refused (passes.graph_edit.Refusal)
 
 
 PassFn = Callable[[Graph], PassResult]
@@ -54,15 +55,17 @@ class Pipeline:
     def __str__(self) -> str:
         return ",".join(self.names)
 
-    def run(self, graph: Graph, after: Callable[[str, PassResult], None] | None = None) -> Graph:
-        """Run each pass in order; `after(name, result)` sees every result (for --print-after)."""
+    def run(self, graph: Graph, after: Callable[[str, PassResult], None] | None = None,
+            verify_each: bool = False) -> Graph:
+        """Run each pass in order; `after(name, result)` sees every result (for --print-after and
+        --explain); `verify_each` checks the graph's invariants after every pass."""
+        if verify_each:
+            from passes.verify import verify
         for name in self.names:
             result = _PASSES[name](graph)
+            if verify_each:
+                verify(result.graph, name)
             if after is not None:
                 after(name, result)
             graph = result.graph
         return graph
-
-
-def run_pipeline(graph: Graph, names: Sequence[str]) -> Graph:
-    return Pipeline(tuple(names)).run(graph)

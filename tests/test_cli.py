@@ -31,9 +31,11 @@ def assert_one_error_line(code, err, fragment):
 
 def test_json_contract(capsys, tmp_path):
     path = save(gpt_block_model(), tmp_path)
-    code, out, _ = cli(capsys, path, "--arch", "blackwell", "--json", "--dim", "batch=2", "--dim", "seq=64")
+    code, out, _ = cli(capsys, path, "--arch", "blackwell", "--json", "--dim", "batch=2", "--dim", "seq=64",
+                       "--fusion", "none")
     assert code == 0
     doc = json.loads(out)
+    assert doc["fusion"] == "none"
     assert doc["arch"] == "b200" and doc["precision"] == "graph"
     assert doc["dims"] == {"batch": 2, "seq": 64}
     assert set(doc["total"]) >= {"bound_s", "estimate_s", "flops", "dram_bytes", "kernels"}
@@ -44,6 +46,17 @@ def test_json_contract(capsys, tmp_path):
         assert k["limiter"] in ("compute", "memory", "launch")
     assert doc["uncosted"] == []
     assert sum(k["estimate_s"] for k in doc["kernels"]) == pytest.approx(doc["total"]["estimate_s"])
+
+
+def test_default_fusion_is_tensorrt(capsys, tmp_path):
+    path = save(gpt_block_model(), tmp_path)
+    code, out, _ = cli(capsys, path, "--json", "--dim", "batch=2", "--dim", "seq=64")
+    doc = json.loads(out)
+    assert doc["fusion"] == "tensorrt"
+    # ln; q, k, v; attention; o + residual; fc1 + GELU; fc2 + residual
+    assert [k["kind"] for k in doc["kernels"]] == ["norm", "matmul", "matmul", "matmul", "attention", "matmul",
+                                                  "matmul", "matmul"]
+    assert {"qk", "scale_scores", "softmax", "pv"} <= set(doc["kernels"][4]["nodes"])
 
 
 def test_json_with_free_dims_holds_expressions(capsys, tmp_path):

@@ -1,0 +1,214 @@
+"""fuse-attention: scaled-dot-product attention written out as ops becomes one flash-attention kernel.
+
+# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> Softmax -> [Where nan] -> MatMul(., V)
+#                   with the Transpose / Expand / Reshape around Q, K, V and O   =>   Fused(attention)
+The kernel reads Q, K, V (K and V before the grouped-query Expand, so at kv heads) and the mask, writes
+O, and never materializes the S x S scores; FLOPs are the flash-attention core's (4 * d per score),
+halved (the exact triangle) when the mask is recognized as causal.
+
+Legality (each refusal returns its reason): the softmax input must come from a MatMul through elementwise
+ops only; the softmax output may only feed elementwise ops that end in the PV MatMul; no intermediate may
+be read outside the pattern; fusing must not create a cycle.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from estimator.ir import Graph, Node
+from estimator.ops import ELEMENTWISE
+from passes.graph_edit import (
+    Consumers,
+    Group,
+    Refusal,
+    apply_groups,
+    convexity_violation,
+    is_fused,
+    is_host,
+    is_weight,
+    producer,
+)
+from passes.pipeline import PassResult, register_pass
+
+RULE = "fuse-attention"
+# Layout and scaling ops exporters put around Q, K, V and O; absorbed when the kernel is their only reader.
+PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div"})
+COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+CAUSAL_NAME_HINTS = ("causal", "tril", "bias", "mask")
+
+
+def _numel(graph: Graph, tensor: str) -> sympy.Expr | None:
+    t = graph.tensors.get(tensor)
+    return None if t is None or t.shape is None else t.numel
+
+
+def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, list[Node], list[str]] | str:
+    """Walk up from the softmax to the QK^T MatMul: (matmul, elementwise chain, mask inputs) or a reason."""
+    chain: list[Node] = []
+    masks: list[str] = []
+    current = softmax.inputs[0]
+    while True:
+        p = producer(graph, current)
+        if p is None or is_fused(p):
+            return "softmax input is not computed by a MatMul"
+        if cons.only(current) is None:
+            return "scores are read outside the attention pattern"
+        if p.op_type == "MatMul":
+            return p, chain, masks
+        if p.op_type not in ELEMENTWISE:
+            return f"softmax input passes through {p.op_type}, not an elementwise op"
+        data = [t for t in p.inputs if t and not is_host(graph, t)]
+        main = max(data, key=lambda t: _numel(graph, t) or 0, default=None)
+        if main is None:
+            return f"{p.op_type} on the score path has no activation input"
+        masks += [t for t in p.inputs if t and t != main]
+        chain.append(p)
+        current = main
+
+
+def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, set[str]] | str:
+    """Walk down from the softmax to the PV MatMul: (matmul, names of the elementwise ops between)."""
+    inside = {softmax.name}
+    produced = set(softmax.outputs)
+    frontier = list(cons.of(softmax.outputs[0]))
+    pv = None
+    while frontier:
+        n = frontier.pop()
+        if n.name in inside or (pv is not None and n.name == pv.name):
+            continue
+        data = [t for t in n.inputs if t and not is_host(graph, t) and not is_weight(graph, t)]
+        if n.op_type == "MatMul" and n.inputs[0] in produced:
+            if pv is not None:
+                return "attention probabilities feed two MatMuls"
+            pv = n
+        elif n.op_type in ELEMENTWISE and all(t in produced for t in data):
+            inside.add(n.name)
+            produced.update(n.outputs)
+            for o in n.outputs:
+                frontier.extend(cons.of(o))
+        else:
+            return f"attention probabilities are read by {n.op_type} outside the pattern"
+    if pv is None:
+        return "softmax output does not reach a MatMul"
+    if produced & set(graph.outputs):
+        return "attention probabilities are a graph output"
+    return pv, inside
+
+
+def _prep(graph: Graph, cons: Consumers, tensor: str, taken: set[str]) -> list[Node]:
+    """Layout/scale ops feeding `tensor` that the kernel can absorb (each read only by the group)."""
+    absorbed = []
+    while True:
+        p = producer(graph, tensor)
+        if p is None or is_fused(p) or p.op_type not in PREP_OPS:
+            return absorbed
+        readers = cons.of(tensor)
+        if tensor in graph.outputs or any(r.name not in taken and r.name != p.name for r in readers):
+            return absorbed
+        data = [t for t in p.inputs if t and not is_host(graph, t)]
+        if len(data) != 1:  # a Mul of two activations is not a scale
+            return absorbed
+        absorbed.append(p)
+        taken.add(p.name)
+        tensor = data[0]
+
+
+def _output_ops(cons: Consumers, pv: Node) -> list[Node]:
+    """The Transpose (and Reshape) merging heads after PV, when the kernel is their only producer."""
+    out, tensor = [], pv.outputs[0]
+    for op_type in ("Transpose", "Reshape"):
+        c = cons.only(tensor)
+        if c is None or c.op_type != op_type:
+            break
+        out.append(c)
+        tensor = c.outputs[0]
+    return out
+
+
+def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:
+    """NB: a heuristic, since mask values are run-time data. A mask is taken as causal when what builds
+    it contains a Trilu, a comparison of two position (Range-derived) tensors, or a square 2-D buffer
+    whose name says causal/tril/bias/mask (GPT-2's `attn.bias`)."""
+    seen: set[str] = set()
+    frontier = list(masks)
+    while frontier and len(seen) < budget:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        info = graph.tensors.get(t)
+        p = producer(graph, t)
+        if p is None:
+            if info is not None and info.is_weight and info.shape is not None and len(info.shape) == 2 \
+                    and info.shape[0] == info.shape[1] and any(h in t.lower() for h in CAUSAL_NAME_HINTS):
+                return True
+            continue
+        if p.op_type == "Trilu":
+            return True
+        if p.op_type in COMPARISONS and all(_from_range(graph, i) for i in p.inputs[:2]):
+            return True
+        frontier.extend(i for i in p.inputs if i)
+    return False
+
+
+def _from_range(graph: Graph, tensor: str, budget: int = 24) -> bool:
+    seen, frontier = set(), [tensor]
+    while frontier and len(seen) < budget:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        p = producer(graph, t)
+        if p is None:
+            continue
+        if p.op_type == "Range":
+            return True
+        frontier.extend(i for i in p.inputs if i)
+    return False
+
+
+def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Group | str:
+    """The attention group anchored at `softmax`, or why there is none."""
+    up = _score_chain(graph, cons, softmax)
+    if isinstance(up, str):
+        return up
+    qk, chain, masks = up
+    down = _probs_chain(graph, cons, softmax)
+    if isinstance(down, str):
+        return down
+    pv, probs = down
+    q, kt, v, scores = (graph.tensors.get(t) for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1], qk.outputs[0]))
+    if any(t is None or t.shape is None or len(t.shape) < 2 for t in (q, kt, v, scores)):
+        return "Q, K, V or the scores have no shape"
+    core = {qk.name, pv.name, *probs, *(n.name for n in chain)}
+    names = set(core)
+    if names & taken:
+        return "already part of another fused kernel"
+    for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1]):
+        names |= {n.name for n in _prep(graph, cons, t, names)}
+    names |= {n.name for n in _output_ops(cons, pv)}
+    reason = convexity_violation(graph, names)
+    if reason:
+        return reason
+    info = {"batch_heads": sympy.Mul(*scores.shape[:-2]), "seq_q": scores.shape[-2], "seq_kv": scores.shape[-1],
+            "dk": q.shape[-1], "dv": v.shape[-1], "causal": is_causal(graph, masks), "dtype": q.dtype,
+            "members": tuple(sorted(core))}
+    return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name)
+
+
+@register_pass(RULE)
+def fuse_attention(graph: Graph) -> PassResult:
+    cons = Consumers(graph)
+    groups, refusals, taken = [], [], set()
+    for node in graph.topo_nodes():
+        if node.op_type != "Softmax" or node.name in taken:
+            continue
+        found = match(graph, cons, node, taken)
+        if isinstance(found, str):
+            refusals.append(Refusal(RULE, (node.name,), found))
+            continue
+        groups.append(found)
+        taken |= found.names
+    if not groups:
+        return PassResult(graph, False, tuple(refusals))
+    return PassResult(apply_groups(graph, groups), True, tuple(refusals))
