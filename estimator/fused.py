@@ -52,9 +52,17 @@ def fused_work(graph: Graph, node: Node, member_work: WorkOf) -> Work | str:
 
 
 def core_of(info: dict) -> Core:
-    return Core(batch=info["batch_heads"], heads=sympy.Integer(1), seq_q=info["seq_q"], seq_new=info["seq_q"],
-                past=info["seq_kv"] - info["seq_q"], dk=info["dk"], dv=info["dv"], causal=info["causal"],
-                dtype=info["dtype"])
+    return Core(
+        batch=info["batch_heads"],
+        heads=sympy.Integer(1),
+        seq_q=info["seq_q"],
+        seq_new=info["seq_q"],
+        past=info["seq_kv"] - info["seq_q"],
+        dk=info["dk"],
+        dv=info["dv"],
+        causal=info["causal"],
+        dtype=info["dtype"],
+    )
 
 
 def _tensor(graph: Graph, name: str) -> Tensor:

@@ -30,12 +30,24 @@ def compare_table(results: dict[str, Result]) -> str:
         t = r.totals
         est = _num(t["estimate_s"])
         speedup = f"{base / est:.2f}x" if base is not None and est else "-"
-        rows.append([name, str(int(t["kernels"])), show(t["dram_bytes"]), show(t["bound_s"], "s"),
-                     show(t["estimate_s"], "s"), speedup])
+        rows.append(
+            [
+                name,
+                str(int(t["kernels"])),
+                show(t["dram_bytes"]),
+                show(t["bound_s"], "s"),
+                show(t["estimate_s"], "s"),
+                speedup,
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [f"{first.hw.display_name} ({first.hw.name}) | precision {first.precision} | dims {dims}"]
     for r in rows:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
     return "\n".join(lines)
 
 

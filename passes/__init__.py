@@ -10,10 +10,18 @@ from passes import (  # noqa: F401  (registers their passes)
     fuse_patterns,
 )
 from passes.pipeline import PassResult, Pipeline, PipelineError, available_passes, register_pass
-
 from passes.strategies import DEFAULT_STRATEGY, STRATEGIES, pipeline_for
 
 DEFAULT_PIPELINE = STRATEGIES["none"]  # the library default; the CLI defaults to DEFAULT_STRATEGY
 
-__all__ = ["DEFAULT_PIPELINE", "DEFAULT_STRATEGY", "STRATEGIES", "pipeline_for", "PassResult", "Pipeline", "PipelineError", "available_passes",
-           "register_pass"]
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "DEFAULT_STRATEGY",
+    "STRATEGIES",
+    "pipeline_for",
+    "PassResult",
+    "Pipeline",
+    "PipelineError",
+    "available_passes",
+    "register_pass",
+]

@@ -33,11 +33,21 @@ def _bypass_source(graph: Graph, node: Node) -> str | None:
 
 # Input positions that carry shapes, indices of axes or sizes rather than data.
 _SHAPE_ARGS: dict[str, frozenset[int]] = {
-    "Reshape": frozenset({1}), "Expand": frozenset({1}), "Slice": frozenset({1, 2, 3, 4}),
-    "Unsqueeze": frozenset({1}), "Squeeze": frozenset({1}), "Tile": frozenset({1}),
-    "Pad": frozenset({1, 2, 3}), "ConstantOfShape": frozenset({0}), "Range": frozenset({0, 1, 2}),
-    "TopK": frozenset({1}), "Split": frozenset({1}), "Resize": frozenset({1, 2, 3}),
-    "OneHot": frozenset({1}), "CumSum": frozenset({1}), "Upsample": frozenset({1}),
+    "Reshape": frozenset({1}),
+    "Expand": frozenset({1}),
+    "Slice": frozenset({1, 2, 3, 4}),
+    "Unsqueeze": frozenset({1}),
+    "Squeeze": frozenset({1}),
+    "Tile": frozenset({1}),
+    "Pad": frozenset({1, 2, 3}),
+    "ConstantOfShape": frozenset({0}),
+    "Range": frozenset({0, 1, 2}),
+    "TopK": frozenset({1}),
+    "Split": frozenset({1}),
+    "Resize": frozenset({1, 2, 3}),
+    "OneHot": frozenset({1}),
+    "CumSum": frozenset({1}),
+    "Upsample": frozenset({1}),
     **{op: frozenset({1}) for op in REDUCTION},
 }
 
@@ -55,7 +65,9 @@ def _shape_only_nodes(graph: Graph) -> set[str]:
         outs = [o for o in node.outputs if o]
         if not outs or set(outs) & set(graph.outputs) or not all(is_host(graph, o) for o in outs):
             continue
-        if all(r.name in drop or i in _SHAPE_ARGS.get(r.op_type, ()) for o in outs for r, i in readers.get(o, ())):
+        if all(
+            r.name in drop or i in _SHAPE_ARGS.get(r.op_type, ()) for o in outs for r, i in readers.get(o, ())
+        ):
             drop.add(node.name)
     return drop
 
@@ -77,8 +89,11 @@ def canonicalize(graph: Graph) -> PassResult:
             changed = True
         else:
             keep.append(node)
-    result = dce(Graph(graph.name, keep, graph.tensors, graph.inputs, graph.outputs, graph.opsets, graph.dims)
-                 if changed else graph)
+    result = dce(
+        Graph(graph.name, keep, graph.tensors, graph.inputs, graph.outputs, graph.opsets, graph.dims)
+        if changed
+        else graph
+    )
     return PassResult(result.graph, changed or result.modified)
 
 

@@ -26,5 +26,6 @@ def dce(graph: Graph) -> PassResult:
     keep = [graph.node(n) for n in graph.nx.nodes if n in live]
     used = {t for n in keep for t in (*n.inputs, *n.outputs)} | set(graph.inputs) | set(graph.outputs)
     tensors = {k: v for k, v in graph.tensors.items() if k in used}
-    return PassResult(Graph(graph.name, keep, tensors, graph.inputs, graph.outputs, graph.opsets,
-                            graph.dims), True)
+    return PassResult(
+        Graph(graph.name, keep, tensors, graph.inputs, graph.outputs, graph.opsets, graph.dims), True
+    )

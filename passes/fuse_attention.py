@@ -1,6 +1,6 @@
 """fuse-attention: scaled-dot-product attention written out as ops becomes one flash-attention kernel.
 
-# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> Softmax -> [Where nan] -> MatMul(., V)
+# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> Softmax -> [Where nan] -> MatMul(V)
 #                   with the Transpose / Expand / Reshape around Q, K, V and O   =>   Fused(attention)
 The kernel reads Q, K, V (K and V before the grouped-query Expand, so at kv heads) and the mask, writes
 O, and never materializes the S x S scores; FLOPs are the flash-attention core's (4 * d per score),
@@ -67,27 +67,32 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
 
 
 def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, set[str]] | str:
-    """Walk down from the softmax to the PV MatMul: (matmul, names of the elementwise ops between)."""
+    """Walk down from the softmax to the PV MatMul: (matmul, names of the elementwise ops between).
+    Readers are admitted once all their activation inputs are inside (IsNaN -> Where(isnan, 0, p))."""
     inside = {softmax.name}
     produced = set(softmax.outputs)
-    frontier = list(cons.of(softmax.outputs[0]))
+    pending = {n.name: n for n in cons.of(softmax.outputs[0])}
     pv = None
-    while frontier:
-        n = frontier.pop()
-        if n.name in inside or (pv is not None and n.name == pv.name):
-            continue
-        data = [t for t in n.inputs if t and not is_host(graph, t) and not is_weight(graph, t)]
-        if n.op_type == "MatMul" and n.inputs[0] in produced:
-            if pv is not None:
-                return "attention probabilities feed two MatMuls"
-            pv = n
-        elif n.op_type in ELEMENTWISE and all(t in produced for t in data):
-            inside.add(n.name)
-            produced.update(n.outputs)
-            for o in n.outputs:
-                frontier.extend(cons.of(o))
-        else:
-            return f"attention probabilities are read by {n.op_type} outside the pattern"
+    progress = True
+    while pending and progress:
+        progress = False
+        for name, n in list(pending.items()):
+            data = [t for t in n.inputs if t and not is_host(graph, t) and not is_weight(graph, t)]
+            if n.op_type == "MatMul" and n.inputs[0] in produced:
+                if pv is not None and pv.name != n.name:
+                    return "attention probabilities feed two MatMuls"
+                pv = n
+            elif n.op_type in ELEMENTWISE and all(t in produced for t in data):
+                inside.add(name)
+                produced.update(n.outputs)
+                pending.update({c.name: c for o in n.outputs for c in cons.of(o) if c.name not in inside})
+            else:
+                continue
+            del pending[name]
+            progress = True
+    if pending:
+        n = next(iter(pending.values()))
+        return f"attention probabilities are read by {n.op_type} outside the pattern"
     if pv is None:
         return "softmax output does not reach a MatMul"
     if produced & set(graph.outputs):
@@ -139,8 +144,14 @@ def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:
         info = graph.tensors.get(t)
         p = producer(graph, t)
         if p is None:
-            if info is not None and info.is_weight and info.shape is not None and len(info.shape) == 2 \
-                    and info.shape[0] == info.shape[1] and any(h in t.lower() for h in CAUSAL_NAME_HINTS):
+            if (
+                info is not None
+                and info.is_weight
+                and info.shape is not None
+                and len(info.shape) == 2
+                and info.shape[0] == info.shape[1]
+                and any(h in t.lower() for h in CAUSAL_NAME_HINTS)
+            ):
                 return True
             continue
         if p.op_type == "Trilu":
@@ -177,7 +188,9 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     if isinstance(down, str):
         return down
     pv, probs = down
-    q, kt, v, scores = (graph.tensors.get(t) for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1], qk.outputs[0]))
+    q, kt, v, scores = (
+        graph.tensors.get(t) for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1], qk.outputs[0])
+    )
     if any(t is None or t.shape is None or len(t.shape) < 2 for t in (q, kt, v, scores)):
         return "Q, K, V or the scores have no shape"
     core = {qk.name, pv.name, *probs, *(n.name for n in chain)}
@@ -190,9 +203,16 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     reason = convexity_violation(graph, names)
     if reason:
         return reason
-    info = {"batch_heads": sympy.Mul(*scores.shape[:-2]), "seq_q": scores.shape[-2], "seq_kv": scores.shape[-1],
-            "dk": q.shape[-1], "dv": v.shape[-1], "causal": is_causal(graph, masks), "dtype": q.dtype,
-            "members": tuple(sorted(core))}
+    info = {
+        "batch_heads": sympy.Mul(*scores.shape[:-2]),
+        "seq_q": scores.shape[-2],
+        "seq_kv": scores.shape[-1],
+        "dk": q.shape[-1],
+        "dv": v.shape[-1],
+        "causal": is_causal(graph, masks),
+        "dtype": q.dtype,
+        "members": tuple(sorted(core)),
+    }
     return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name)
 
 

@@ -32,8 +32,13 @@ from passes.graph_edit import (
 from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-elementwise"
-FUSIBLE_OPS = ELEMENTWISE | REDUCTION | NORMALIZATION | QUANTIZATION | frozenset(
-    {"Transpose", "Expand", "Concat", "Split"})
+FUSIBLE_OPS = (
+    ELEMENTWISE
+    | REDUCTION
+    | NORMALIZATION
+    | QUANTIZATION
+    | frozenset({"Transpose", "Expand", "Concat", "Split"})
+)
 FUSIBLE_KINDS = frozenset({"elementwise", "norm", "rotary", "reduction", "movement"})
 
 
@@ -102,8 +107,11 @@ def fuse_elementwise(graph: Graph) -> PassResult:
                 refusals.append(Refusal(RULE, (src, node.name), reason))
             else:
                 groups.union(a, b)
-    fused = [Group(RULE, frozenset(m), group_kind(graph, m), anchor=min(m, key=graph.topo_index.__getitem__))
-             for m in groups.members.values() if len(m) > 1]
+    fused = [
+        Group(RULE, frozenset(m), group_kind(graph, m), anchor=min(m, key=graph.topo_index.__getitem__))
+        for m in groups.members.values()
+        if len(m) > 1
+    ]
     if not fused:
         return PassResult(graph, False, tuple(refusals))
     return PassResult(apply_groups(graph, fused), True, tuple(refusals))

@@ -17,7 +17,15 @@ from __future__ import annotations
 from estimator.ir import Graph, Node
 from estimator.ops import CONTRACTION, CONVOLUTION, ELEMENTWISE, QUANTIZATION
 from passes.fusion_common import closure, data_inputs, numel, same
-from passes.graph_edit import Consumers, Group, Refusal, apply_groups, convexity_violation, is_fused, node_kind
+from passes.graph_edit import (
+    Consumers,
+    Group,
+    Refusal,
+    apply_groups,
+    convexity_violation,
+    is_fused,
+    node_kind,
+)
 from passes.pipeline import PassResult, register_pass
 
 GEMMS = CONTRACTION | CONVOLUTION
@@ -25,8 +33,13 @@ POINTWISE_KINDS = frozenset({"elementwise"})
 
 
 def _anchor(node: Node) -> bool:
-    return node.op_type in GEMMS if not is_fused(node) else node_kind(node) in ("matmul", "conv") \
-        and "fuse-epilogue" not in node.attrs["rules"] and "fuse-bias-act" not in node.attrs["rules"]
+    return (
+        node.op_type in GEMMS
+        if not is_fused(node)
+        else node_kind(node) in ("matmul", "conv")
+        and "fuse-epilogue" not in node.attrs["rules"]
+        and "fuse-bias-act" not in node.attrs["rules"]
+    )
 
 
 def _epilogue(graph: Graph, cons: Consumers, gemm: Node, residual: bool) -> set[str]:
@@ -35,9 +48,16 @@ def _epilogue(graph: Graph, cons: Consumers, gemm: Node, residual: bool) -> set[
     order = graph.topo_index
 
     def admit(n: Node, produced: set[str]) -> bool:
-        pointwise = (node_kind(n) in POINTWISE_KINDS) if is_fused(n) else (
-            n.op_type in ELEMENTWISE or (residual and n.op_type in QUANTIZATION))
-        if not pointwise or (is_fused(n) and not residual) or not all(same(numel(graph, o), size) for o in n.outputs):
+        pointwise = (
+            (node_kind(n) in POINTWISE_KINDS)
+            if is_fused(n)
+            else (n.op_type in ELEMENTWISE or (residual and n.op_type in QUANTIZATION))
+        )
+        if (
+            not pointwise
+            or (is_fused(n) and not residual)
+            or not all(same(numel(graph, o), size) for o in n.outputs)
+        ):
             return False
         for t in data_inputs(graph, n):
             if t in produced:

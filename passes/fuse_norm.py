@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from estimator.ir import Graph, Node
 from estimator.ops import ELEMENTWISE
-from passes.fusion_common import closure, data_inputs, last_axis_reduction, same, numel
+from passes.fusion_common import closure, data_inputs, last_axis_reduction, numel, same
 from passes.graph_edit import Consumers, Group, Refusal, apply_groups, convexity_violation, is_fused, producer
 from passes.pipeline import PassResult, register_pass
 
@@ -36,7 +36,9 @@ def _decomposed(graph: Graph, cons: Consumers, mean: Node) -> tuple[set[str], st
             x = src[0]
 
     def admit(n: Node, produced: set[str]) -> bool:
-        if is_fused(n) or not (n.op_type in ELEMENTWISE or (n.op_type == "ReduceMean" and last_axis_reduction(graph, n))):
+        if is_fused(n) or not (
+            n.op_type in ELEMENTWISE or (n.op_type == "ReduceMean" and last_axis_reduction(graph, n))
+        ):
             return False
         return all(t in produced or t == x for t in data_inputs(graph, n))
 

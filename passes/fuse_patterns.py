@@ -31,14 +31,19 @@ def match_rotary(graph: Graph, cons: Consumers, concat: Node) -> Group | str | N
     if neg is None or neg.op_type != "Neg":
         return None
     s_hi, s_lo = producer(graph, neg.inputs[0]), producer(graph, concat.inputs[1])
-    if s_hi is None or s_lo is None or s_hi.op_type != "Slice" or s_lo.op_type != "Slice" \
-            or s_hi.inputs[0] != s_lo.inputs[0]:
+    if (
+        s_hi is None
+        or s_lo is None
+        or s_hi.op_type != "Slice"
+        or s_lo.op_type != "Slice"
+        or s_hi.inputs[0] != s_lo.inputs[0]
+    ):
         return "Concat(Neg(Slice(x)), Slice(x)) does not slice one tensor"
     x = s_hi.inputs[0]
-    mul_sin = cons.only(concat.outputs[0])
-    if mul_sin is None or mul_sin.op_type != "Mul":
+    mul_sin = next((c for c in cons.of(concat.outputs[0]) if c.op_type == "Mul"), None)
+    if mul_sin is None:
         return "rotate_half(x) is not multiplied by a sin table"
-    add = cons.only(mul_sin.outputs[0])
+    add = next((c for c in cons.of(mul_sin.outputs[0]) if c.op_type == "Add"), None)
     if add is None or add.op_type != "Add":
         return "rotate_half(x) * sin is not added to x * cos"
     other = [t for t in add.inputs if t != mul_sin.outputs[0]]

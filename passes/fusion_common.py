@@ -33,8 +33,9 @@ def divides(small: sympy.Expr | None, big: sympy.Expr | None) -> bool:
     return bool(ratio.is_integer) and bool(ratio.is_positive)
 
 
-def closure(graph: Graph, cons: Consumers, seeds: list[str], start: set[str],
-            admit: Callable[[Node, set[str]], bool]) -> set[str]:
+def closure(
+    graph: Graph, cons: Consumers, seeds: list[str], start: set[str], admit: Callable[[Node, set[str]], bool]
+) -> set[str]:
     """Grow `start` forward from the tensors in `seeds`: a consumer joins when `admit(node, produced)`
     says so (`produced`: tensors produced inside the region so far, plus the seeds)."""
     region = set(start)

@@ -150,8 +150,15 @@ def fused_node(graph: Graph, group: Group) -> Node:
     attrs.update(group.attrs or {})
     inputs, outputs = boundary(graph, set(group.names))
     anchor = (group.anchor or parts[0].name).removesuffix("#fused")
-    return Node(f"{anchor}#fused", FUSED_OP, FUSED_DOMAIN, tuple(inputs), tuple(outputs),
-                {**attrs, "rules": tuple(dict.fromkeys(rules)), "kind": group.kind}, body)
+    return Node(
+        f"{anchor}#fused",
+        FUSED_OP,
+        FUSED_DOMAIN,
+        tuple(inputs),
+        tuple(outputs),
+        {**attrs, "rules": tuple(dict.fromkeys(rules)), "kind": group.kind},
+        body,
+    )
 
 
 def apply_groups(graph: Graph, groups: Iterable[Group]) -> Graph:

@@ -55,8 +55,9 @@ class Pipeline:
     def __str__(self) -> str:
         return ",".join(self.names)
 
-    def run(self, graph: Graph, after: Callable[[str, PassResult], None] | None = None,
-            verify_each: bool = False) -> Graph:
+    def run(
+        self, graph: Graph, after: Callable[[str, PassResult], None] | None = None, verify_each: bool = False
+    ) -> Graph:
         """Run each pass in order; `after(name, result)` sees every result (for --print-after and
         --explain); `verify_each` checks the graph's invariants after every pass."""
         if verify_each:

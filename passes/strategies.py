@@ -33,4 +33,6 @@ def pipeline_for(strategy: str) -> str:
     try:
         return STRATEGIES[strategy]
     except KeyError:
-        raise PipelineError(f"unknown fusion strategy {strategy!r}; choose from {', '.join(STRATEGIES)}") from None
+        raise PipelineError(
+            f"unknown fusion strategy {strategy!r}; choose from {', '.join(STRATEGIES)}"
+        ) from None
