@@ -30,7 +30,7 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = []
+MODES: list[str] = ["estimator.sweep_mode", "estimator.torch_mode"]
 
 
 def _modes():
@@ -145,8 +145,18 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         if not args.symbolic:
             dims = {**spec.default_dims, **dims}
         return graph, dims
+    if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/torch_mode.py)
+        from estimator.torch_mode import load_torch_graph
+
+        return load_torch_graph(args), dims
     if not args.model_path:
         raise UsageError("no model: give a path to an .onnx file or --model NAME (see --list-models)")
+    if args.model_path.endswith((".mlir", ".mlirbc")):  # torch-dialect MLIR (frontends/mlir_import.py)
+        from estimator.frontends.mlir_import import check_dim_ranges, import_mlir_file
+
+        graph = import_mlir_file(args.model_path)
+        check_dim_ranges(graph, dims)
+        return graph, dims
     return import_file(args.model_path), dims
 
 

@@ -27,7 +27,7 @@ WorkOf = Callable[[Node], "Work | str | None"]  # None: a free member (view, hos
 def fused_work(graph: Graph, node: Node, member_work: WorkOf) -> Work | str:
     """Work of fused `node`, or the reason it cannot be priced (a member's reason)."""
     core = node.attrs.get("attention")
-    skip = set(core["members"]) if core else set()
+    skip = set(core["_members"]) if core else set()
     flops: dict = {}
     for m in node.body:
         if m.name in skip:

@@ -15,8 +15,8 @@ import numpy as np
 import estimator.cost  # noqa: F401  (registers every cost function)
 from estimator.cost.registry import CostError, OpView, Work, lookup
 from estimator.dtypes import DtypeError
-from estimator.ir import Graph, Node, Tensor
 from estimator.fused import fused_work
+from estimator.ir import Graph, Node, Tensor
 from estimator.ops import CONTROL_FLOW, kind_of
 from passes.graph_edit import is_fused, members
 
@@ -51,8 +51,8 @@ def _hashable(value: Any) -> Hashable:
         return (value.shape, str(value.dtype), value.tobytes()[:4096])
     if isinstance(value, (list, tuple)):
         return tuple(_hashable(v) for v in value)
-    if isinstance(value, Mapping):
-        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, Mapping):  # keys starting with "_" carry names, not what the kernel does
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items() if not str(k).startswith("_")))
     return value
 
 

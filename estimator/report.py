@@ -225,38 +225,51 @@ def _fmt_x(v: float) -> str:
 
 
 def _where_max_decides(result: Result, free: list[str]) -> list[str]:
-    from estimator.crossover import Piecewise, family_name, groups
+    from estimator.crossover import groups
 
-    x = _primary_dim(free)
-    others = [d for d in free if d != x]
-    at_one = {d: 1 for d in others}
     gl = groups(result)
-    lines = ["", f"# where Max decides, along {x}"
-             + (f" (thresholds solved for {x}; terms ordered with {', '.join(others)} = 1)" if others else "")]
+    primary = _primary_dim(free)
+    lines = []
+    for x in [primary] + [d for d in free if d != primary]:
+        lines += _along(gl, x, [d for d in free if d != x])
+    if len(free) > 1:
+        lines.append("(piecewise totals need one free dim: bind all but one with --dim, or use --sweep)")
+    return lines
+
+
+def _along(gl, x: str, others: list[str]) -> list[str]:
+    """Limiter thresholds of every distinct kernel along x (the others symbolic, ordered at 1); with no
+    other free dim, the totals as explicit pieces too."""
+    from estimator.crossover import Piecewise, family_name
+
+    note = f" (thresholds solved for {x}; terms ordered with {', '.join(others)} = 1)" if others else ""
+    lines = ["", f"# where Max decides, along {x}{note}"]
     launch: list[float] = []
     for which in ("bound", "estimate"):
-        pw = Piecewise(gl, x, at_one, which)
+        pw = Piecewise(gl, x, {d: 1 for d in others}, which)
         rows: dict[tuple[str, ...], int] = {}  # identical kernels of different layers on one line
+        at: dict[tuple[str, ...], float] = {}  # for the order: lowest threshold first
         for fam in pw.families:
             for v, before, after in pw.transitions(fam):
-                if "launch" in (before, after):
+                if "compute" not in (before, after):  # launch <-> memory: summarised below
                     launch.append(v)
                     continue
                 where = _fmt_x(v) if not others else _threshold(fam.group, which, x, before, after, v, others)
                 key = (family_name(fam.group.name), fam.group.kind, before, after, where)
                 rows[key] = rows.get(key, 0) + fam.group.count
+                at[key] = v
         title = ("bound_s: compute (at peak) overtakes memory (at peak)" if which == "bound"
-                 else "estimate_s: limiter changes between compute and memory")
+                 else "estimate_s: limiter changes into or out of compute")
         lines += [f"{title}:"] + ([f"  {n} x {name} [{kind}]: {before} below, {after} above {x} = {where}"
-                                   for (name, kind, before, after, where), n in rows.items()]
+                                   for (name, kind, before, after, where), n in
+                                   sorted(rows.items(), key=lambda kv: at[kv[0]])]
                                   or ["  none for dims >= 1"])
         if not others:
             lines += _pieces(pw, which, x)
     if launch:
-        lines.append(f"estimate_s: {len(launch)} distinct kernel(s) rise above the launch floor between {x} = "
-                     f"{_fmt_x(min(launch))} and {_fmt_x(max(launch))}" + (" (others at 1)" if others else ""))
-    if others:
-        lines.append(f"(piecewise totals need one free dim: bind {', '.join(others)} with --dim, or use --sweep)")
+        lines.append(f"estimate_s: {len(launch)} distinct kernel(s) change between launch floor and memory "
+                     f"between {x} = {_fmt_x(min(launch))} and {_fmt_x(max(launch))}"
+                     + (" (others at 1)" if others else ""))
     return lines
 
 
@@ -271,11 +284,12 @@ def _threshold(group, which: str, x: str, before: str, after: str, near: float, 
     at = {xr: near, **{dim(o): 1 for o in others}}
 
     def top(label: str) -> Expr:
-        return max(max_args(sympy.sympify(terms[label]).xreplace({dim(x): xr})), key=lambda a: _num(a.xreplace(at)))
+        args = max_args(sympy.sympify(terms[label]).xreplace({dim(x): xr}))
+        return max(args, key=lambda a: _num(a.xreplace(at)))
 
     try:
         roots = sympy.solve(top(before) - top(after), xr)
-    except (NotImplementedError, ValueError):
+    except (NotImplementedError, ValueError, TypeError, sympy.PolynomialError):
         roots = []
     ones = {dim(o): 1 for o in others}
     real = [r for r in roots if sympy.sympify(r.xreplace(ones)).is_real]

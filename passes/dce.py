@@ -24,7 +24,12 @@ def dce(graph: Graph) -> PassResult:
     if not dead:
         return PassResult(graph, False)
     keep = [graph.node(n) for n in graph.nx.nodes if n in live]
-    used = {t for n in keep for t in (*n.inputs, *n.outputs)} | set(graph.inputs) | set(graph.outputs)
+    members = [m for n in keep for m in (n.body or (n,))]  # a fused node's members keep their tensors
+    used = (
+        {t for n in (*keep, *members) for t in (*n.inputs, *n.outputs)}
+        | set(graph.inputs)
+        | set(graph.outputs)
+    )
     tensors = {k: v for k, v in graph.tensors.items() if k in used}
     return PassResult(
         Graph(graph.name, keep, tensors, graph.inputs, graph.outputs, graph.opsets, graph.dims), True

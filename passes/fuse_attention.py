@@ -17,6 +17,8 @@ import sympy
 
 from estimator.ir import Graph, Node
 from estimator.ops import ELEMENTWISE
+from passes.dce import dce
+from passes.fusion_common import same
 from passes.graph_edit import (
     Consumers,
     Group,
@@ -58,9 +60,10 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
         if p.op_type not in ELEMENTWISE:
             return f"softmax input passes through {p.op_type}, not an elementwise op"
         data = [t for t in p.inputs if t and not is_host(graph, t)]
-        main = max(data, key=lambda t: _numel(graph, t) or 0, default=None)
+        # The scores are the input as big as the op's output (a mask may broadcast up to it).
+        main = next((t for t in data if same(_numel(graph, t), _numel(graph, p.outputs[0]))), None)
         if main is None:
-            return f"{p.op_type} on the score path has no activation input"
+            return f"{p.op_type} on the score path has no input the size of the scores"
         masks += [t for t in p.inputs if t and t != main]
         chain.append(p)
         current = main
@@ -203,17 +206,20 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     reason = convexity_violation(graph, names)
     if reason:
         return reason
+    causal = is_causal(graph, masks)
     info = {
         "batch_heads": sympy.Mul(*scores.shape[:-2]),
         "seq_q": scores.shape[-2],
         "seq_kv": scores.shape[-1],
         "dk": q.shape[-1],
         "dv": v.shape[-1],
-        "causal": is_causal(graph, masks),
+        "causal": causal,
         "dtype": q.dtype,
-        "members": tuple(sorted(core)),
+        "_members": tuple(sorted(core)),  # underscore: names, not part of the kernel's signature
     }
-    return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name)
+    # A causal kernel builds its mask from tile indices (is_causal): it does not read the mask tensor.
+    return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name,
+                 drop_inputs=frozenset(masks) if causal else frozenset())
 
 
 @register_pass(RULE)
@@ -231,4 +237,5 @@ def fuse_attention(graph: Graph) -> PassResult:
         taken |= found.names
     if not groups:
         return PassResult(graph, False, tuple(refusals))
-    return PassResult(apply_groups(graph, groups), True, tuple(refusals))
+    # dce: a causal mask nobody reads any more is not built either.
+    return PassResult(dce(apply_groups(graph, groups)).graph, True, tuple(refusals))

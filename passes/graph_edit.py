@@ -53,6 +53,7 @@ class Group:
     kind: str
     attrs: Mapping[str, Any] | None = None
     anchor: str | None = None  # the member the kernel is named after (default: the first)
+    drop_inputs: frozenset[str] = frozenset()  # tensors the fused kernel no longer needs to read
 
 
 class Consumers:
@@ -149,6 +150,7 @@ def fused_node(graph: Graph, group: Group) -> Node:
     rules.append(group.rule)
     attrs.update(group.attrs or {})
     inputs, outputs = boundary(graph, set(group.names))
+    inputs = [t for t in inputs if t not in group.drop_inputs]
     anchor = (group.anchor or parts[0].name).removesuffix("#fused")
     return Node(
         f"{anchor}#fused",

@@ -23,6 +23,10 @@ def verify(graph: Graph, after: str) -> None:
     for node in order:
         if is_fused(node) and not node.body:
             raise VerifyError(f"after {after}: fused node {node.name} has no members")
+        for m in node.body:  # members are priced from the tensor table: their tensors must stay in it
+            lost = [t for t in (*m.inputs, *m.outputs) if t and t not in graph.tensors]
+            if lost:
+                raise VerifyError(f"after {after}: {node.name} member {m.name} lost tensor {lost[0]!r}")
         for t in node.inputs:
             if t and t not in available and t not in produced:
                 raise VerifyError(f"after {after}: {node.name} reads {t!r}, which nothing produces before it")

@@ -1,0 +1,359 @@
+"""Scaling sweeps: evaluate one priced model over a grid of dim values, fast.
+
+`estimate()` runs once per GPU with the swept dims left free (the other dims bound); every distinct
+kernel's times are then `sympy.lambdify`-ed together into one numpy function, so a 10,000-point sweep is
+a few array operations per distinct kernel, not 10,000 estimates. Per point: bound, estimate, FLOPs, DRAM
+bytes, and the estimate split per limiter (each kernel counted under its limiter at that point), per
+kernel kind and per scope (attention / MLP / other, as defined in `estimator.crossover`).
+
+Sweep specs: `seq=128:32768:x2` (geometric: start, stop, factor > 1), `seq=128:4096:+128` (linear: step
+> 0), `seq=512,2048,8192` (a list). Several specs make a grid.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import sympy
+
+from estimator.crossover import groups
+from estimator.errors import UserError
+from estimator.estimate import Result
+from estimator.ir import dim
+
+MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
+
+
+class SweepError(UserError):
+    pass
+
+
+@dataclass(frozen=True)
+class Sweep:
+    name: str
+    values: tuple[int, ...]
+
+
+def _int(text: str, what: str, spec: str) -> int:
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise SweepError(f"--sweep {spec!r}: {what} {text.strip()!r} is not an integer") from None
+    if value <= 0:
+        raise SweepError(f"--sweep {spec!r}: {what} must be a positive integer, got {value}")
+    return value
+
+
+def parse_sweep(text: str) -> Sweep:
+    """`NAME=START:STOP:xFACTOR`, `NAME=START:STOP:+STEP` or `NAME=V1,V2,...`."""
+    name, sep, spec = text.partition("=")
+    name = name.strip()
+    hint = "expected NAME=START:STOP:xFACTOR, NAME=START:STOP:+STEP or NAME=V1,V2,..."
+    if not sep or not name or not spec.strip():
+        raise SweepError(f"--sweep {text!r}: {hint}")
+    if ":" in spec:
+        parts = spec.split(":")
+        if len(parts) != 3:
+            raise SweepError(f"--sweep {text!r}: {hint}")
+        start, stop = _int(parts[0], "start", text), _int(parts[1], "stop", text)
+        if stop < start:
+            raise SweepError(f"--sweep {text!r}: stop {stop} is below start {start}")
+        values = _range(text, start, stop, parts[2].strip())
+    else:
+        values = sorted({_int(v, "value", text) for v in spec.split(",")})
+    if len(values) > MAX_POINTS:
+        raise SweepError(f"--sweep {text!r}: {len(values):,} points; at most {MAX_POINTS:,}")
+    return Sweep(name, tuple(values))
+
+
+def _range(spec: str, start: int, stop: int, step: str) -> list[int]:
+    if step[:1] in ("x", "*"):
+        try:
+            factor = float(step[1:])
+        except ValueError:
+            raise SweepError(f"--sweep {spec!r}: factor {step!r} is not a number (e.g. x2)") from None
+        if not factor > 1 or not math.isfinite(factor):
+            raise SweepError(f"--sweep {spec!r}: a geometric factor must be above 1, got {step}")
+        count = int(math.floor(math.log(stop / start) / math.log(factor) + 1e-9)) + 1
+        if count > MAX_POINTS:
+            raise SweepError(f"--sweep {spec!r}: {count:,} points; at most {MAX_POINTS:,}")
+        # Rounded to integers (dims are integers); x1.1 from 1 repeats small values, kept once.
+        return sorted({round(start * factor**i) for i in range(count)})
+    inc = _int(step[1:] if step.startswith("+") else step, "step", spec)
+    if (stop - start) // inc + 1 > MAX_POINTS:
+        raise SweepError(f"--sweep {spec!r}: {(stop - start) // inc + 1:,} points; at most {MAX_POINTS:,}")
+    return list(range(start, stop + 1, inc))
+
+
+def parse_sweeps(items: Sequence[str]) -> list[Sweep]:
+    sweeps = [parse_sweep(item) for item in items]
+    names = [s.name for s in sweeps]
+    for n in set(names):
+        if names.count(n) > 1:
+            raise SweepError(f"--sweep {n}: swept twice; give one spec per dim")
+    size = math.prod(len(s.values) for s in sweeps)
+    if size > MAX_POINTS:
+        raise SweepError(f"the sweep grid has {size:,} points; at most {MAX_POINTS:,}")
+    return sweeps
+
+
+def grid(sweeps: Sequence[Sweep]) -> dict[str, np.ndarray]:
+    """Every combination, flattened; the first sweep varies fastest (it is the x axis of plots)."""
+    if not sweeps:
+        return {}
+    mesh = np.meshgrid(*[np.array(s.values, dtype=float) for s in reversed(sweeps)], indexing="ij")
+    return {s.name: m.ravel() for s, m in zip(reversed(sweeps), mesh, strict=True)}
+
+
+@dataclass
+class Points:
+    """One GPU's sweep: arrays over the grid points."""
+
+    arch: str
+    precision: str
+    dims: dict[str, np.ndarray]  # the swept dims
+    fixed: dict[str, int]  # the bound dims
+    estimate_s: np.ndarray
+    bound_s: np.ndarray
+    flops: np.ndarray
+    dram_bytes: np.ndarray
+    kernels: np.ndarray  # kernel launches (fewer where a dim of 1 turns ops into views)
+    by_limiter: dict[str, np.ndarray]  # estimate seconds of the kernels with that limiter at that point
+    by_kind: dict[str, np.ndarray]
+    by_scope: dict[str, np.ndarray]
+    _dominant: np.ndarray | None = field(default=None, repr=False)
+
+    def __len__(self) -> int:
+        return len(self.estimate_s)
+
+    def dominant_limiter(self) -> np.ndarray:
+        """Per point, the limiter holding the largest share of the estimate (computed once)."""
+        if self._dominant is None:
+            names = list(self.by_limiter)
+            self._dominant = np.array(names)[np.argmax(np.stack([self.by_limiter[n] for n in names]), axis=0)]
+        return self._dominant
+
+    def point(self, i: int) -> dict[str, Any]:
+        """One point as the estimate JSON object (without the per-kernel list)."""
+        est = float(self.estimate_s[i])
+        dims = {**self.fixed, **{k: int(v[i]) for k, v in self.dims.items()}}
+
+        def shares(groups_: Mapping[str, np.ndarray]) -> dict[str, dict[str, float]]:
+            return {g: {"estimate_s": float(v[i]), "share": float(v[i]) / est if est else 0.0}
+                    for g, v in groups_.items()}
+
+        return {"arch": self.arch, "precision": self.precision, "dims": dims,
+                "total": {"bound_s": float(self.bound_s[i]), "estimate_s": est, "flops": float(self.flops[i]),
+                          "dram_bytes": float(self.dram_bytes[i]), "kernels": int(self.kernels[i])},
+                "limiter": str(self.dominant_limiter()[i]),
+                "by_limiter": shares(self.by_limiter), "by_kind": shares(self.by_kind),
+                "by_scope": shares(self.by_scope)}
+
+
+    def patch(self, mask: np.ndarray, other: Points) -> None:
+        """Overwrite the points selected by `mask` with `other` (which holds exactly those points)."""
+        self._dominant = None
+        for name in ("estimate_s", "bound_s", "flops", "dram_bytes", "kernels"):
+            getattr(self, name)[mask] = getattr(other, name)
+        for attr in ("by_limiter", "by_kind", "by_scope"):
+            mine, theirs = getattr(self, attr), getattr(other, attr)
+            for key in set(mine) | set(theirs):
+                arr = mine.setdefault(key, np.zeros(len(self)))
+                arr[mask] = theirs[key] if key in theirs else 0.0
+
+
+# Per group, the lambdified expressions in this order (terms follow after the fixed ones).
+_FIELDS = ("estimate_s", "bound_s", "flops", "dram_bytes")
+
+
+class Compiled:
+    """A Result's per-kernel times as one numpy function of its free dims."""
+
+    def __init__(self, result: Result) -> None:
+        self.result = result
+        self.arch = result.hw.name
+        self.free = tuple(k for k, v in result.dims.items() if v is None)
+        self.fixed = {k: v for k, v in result.dims.items() if v is not None}
+        self.groups = groups(result)
+        self.limiters = tuple(dict.fromkeys(k for g in self.groups for k in g.timing.terms))
+        exprs: list[Any] = []
+        for g in self.groups:
+            t = g.timing
+            exprs += [t.estimate_s, t.bound_s, g.flops, g.dram_bytes]
+            exprs += [t.terms.get(name, sympy.Integer(0)) for name in self.limiters]
+        self.width = len(_FIELDS) + len(self.limiters)
+        self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
+        self.counts = np.array([g.count for g in self.groups], dtype=float)
+        self._masks = {attr: self._group_masks(attr) for attr in ("kind", "scope")}
+
+    def _group_masks(self, attr: str) -> dict[str, np.ndarray]:
+        names = sorted({getattr(g, attr) for g in self.groups})
+        return {n: np.array([getattr(g, attr) == n for g in self.groups]) for n in names}
+
+    def evaluate(self, values: Mapping[str, Any]) -> Points:
+        """Every quantity at the points given per free dim (arrays broadcast together)."""
+        missing = [n for n in self.free if n not in values]
+        if missing:
+            raise SweepError(f"no values for the free dim(s) {', '.join(missing)}")
+        arrays = np.broadcast_arrays(*[np.asarray(values[n], dtype=float) for n in self.free])
+        flat = [a.ravel() for a in arrays]
+        n = flat[0].size if flat else 1
+        raw = self._fn(*flat)
+        m = np.empty((len(raw), n))
+        for i, v in enumerate(raw):
+            m[i] = v  # scalars (dim-free terms) broadcast
+        m = m.reshape(len(self.groups), self.width, n)
+        counts = self.counts[:, None]
+        est = m[:, 0, :] * counts
+        terms = m[:, len(_FIELDS):, :]
+        lim = np.argmax(terms, axis=1)  # ties go to the first (compute), as price.dominant does
+        by_limiter = {name: np.where(lim == j, est, 0.0).sum(axis=0) for j, name in enumerate(self.limiters)}
+
+        def by(attr: str) -> dict[str, np.ndarray]:
+            return {g: est[mask].sum(axis=0) for g, mask in self._masks[attr].items()}
+
+        def total(j: int) -> np.ndarray:
+            return (m[:, j, :] * counts).sum(axis=0)
+
+        dims = {k: v.round().astype(np.int64) for k, v in zip(self.free, flat, strict=True)}
+        return Points(self.arch, self.result.precision, dims, dict(self.fixed), est.sum(axis=0), total(1),
+                      total(2), total(3), np.full(n, len(self.result.kernels)), by_limiter, by("kind"),
+                      by("scope"))
+
+
+class Sweeper:
+    """One GPU's sweep: the generic Compiled model, plus one specialised build per set of swept dims that
+    some points set to 1. Binding a dim to 1 can change the graph itself (a transpose that moves a size-1
+    axis becomes a view; canonicalization drops it), so there the generic expressions would over-count;
+    those points are priced from a build with the dim bound, exactly as `--dim NAME=1` would."""
+
+    def __init__(self, build: Callable[[Mapping[str, int]], Result]) -> None:
+        self.build = build  # extra dims to bind -> Result
+        self.compiled = Compiled(build({}))
+        self.result = self.compiled.result
+        self._special: dict[frozenset[str], Compiled] = {}
+
+    def evaluate(self, values: Mapping[str, Any]) -> Points:
+        pts = self.compiled.evaluate(values)
+        free = self.compiled.free
+        flat = dict(zip(free, (a.ravel() for a in np.broadcast_arrays(
+            *[np.asarray(values[n], dtype=float) for n in free])), strict=True))
+        code = np.zeros(len(pts), dtype=np.int64)  # bit j set: free dim j is 1 at that point
+        for j, d in enumerate(free):
+            code |= (flat[d] == 1).astype(np.int64) << j
+        for c in np.unique(code[code > 0]):
+            mask = code == c
+            subset = frozenset(d for j, d in enumerate(free) if (int(c) >> j) & 1)
+            if subset not in self._special:
+                self._special[subset] = Compiled(self.build({d: 1 for d in subset}))
+            sub = self._special[subset].evaluate({d: flat[d][mask] for d in free if d not in subset})
+            pts.patch(mask, sub)
+        return pts
+
+
+# ---------------------------------------------------------------------------------------------------
+# Outputs
+
+
+def _seconds(v: float) -> str:
+    for scale, unit in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {unit}"
+    return f"{v * 1e9:.3g} ns"
+
+
+def _ordered(runs: Sequence[Points]) -> list[tuple[int, Points]]:
+    """(point index, run) in table order: grid points in order, GPUs side by side."""
+    return [(i, p) for i in range(len(runs[0])) for p in runs]
+
+
+def _kind_columns(runs: Sequence[Points]) -> list[str]:
+    totals: dict[str, float] = {}
+    for p in runs:
+        for k, v in p.by_kind.items():
+            totals[k] = totals.get(k, 0.0) + float(v.sum())
+    return sorted(totals, key=lambda k: -totals[k])
+
+
+def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
+    """Per point and GPU: dims, estimate, bound, the dominant limiter, shares per limiter, scope and kind."""
+    first = runs[0]
+    swept = list(first.dims)
+    kinds = _kind_columns(runs)
+    limiters = list(first.by_limiter)
+    multi = len(runs) > 1
+    head = (["arch"] * multi + swept + ["estimate", "bound", "limiter"] + [f"{x}%" for x in limiters]
+            + ["attn%", "mlp%"] + [f"{k}%" for k in kinds] + (["speedup"] if multi else []))
+    order = _ordered(runs)
+    note = ""
+    if len(order) > max_rows:
+        per_arch = max(2, max_rows // len(runs))
+        idx = np.unique(np.linspace(0, len(first) - 1, per_arch).round().astype(int))
+        order = [(i, p) for i in idx for p in runs]
+        note = (f"(showing {len(idx)} evenly spaced of {len(first):,} points per GPU; --csv FILE or --json "
+                f"for all)")
+    rows = [head]
+    for i, p in order:
+        est = float(p.estimate_s[i])
+
+        def pct(v: np.ndarray, est=est, i=i) -> str:
+            return f"{100 * float(v[i]) / est:.1f}" if est else "-"
+
+        row = ([p.arch] * multi + [f"{int(p.dims[d][i]):,}" for d in swept]
+               + [_seconds(est), _seconds(float(p.bound_s[i])), str(p.dominant_limiter()[i])]
+               + [pct(p.by_limiter[x]) for x in limiters]
+               + [pct(p.by_scope.get(scope, np.zeros(len(p)))) for scope in ("attention", "mlp")]
+               + [pct(p.by_kind[k]) if k in p.by_kind else "-" for k in kinds])
+        if multi:
+            row.append(f"{float(first.estimate_s[i]) / est:.2f}x" if est else "-")
+        rows.append(row)
+    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
+    left = {0} if multi else set()
+    lines = ["  ".join(c.ljust(w) if j in left else c.rjust(w) for j, (c, w) in
+                       enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items()) or "none"
+    legend = [f"precision {first.precision}; fixed dims: {fixed}; shares are of the estimate "
+              f"(limiter: of the kernels with that limiter at that point; attn/mlp: see estimator.crossover)"]
+    if multi:
+        legend.append(f"speedup: estimate on {first.arch} / estimate on this GPU")
+    return "\n".join(legend + lines + ([note] if note else []))
+
+
+def csv_rows(runs: Sequence[Points]) -> list[dict[str, Any]]:
+    kinds = _kind_columns(runs)
+    rows = []
+    for i, p in _ordered(runs):
+        est = float(p.estimate_s[i])
+        row: dict[str, Any] = {"arch": p.arch, "precision": p.precision}
+        row.update({k: v for k, v in p.fixed.items()})
+        row.update({k: int(v[i]) for k, v in p.dims.items()})
+        row.update({"estimate_s": est, "bound_s": float(p.bound_s[i]), "flops": float(p.flops[i]),
+                    "dram_bytes": float(p.dram_bytes[i]), "limiter": str(p.dominant_limiter()[i])})
+        for prefix, groups_ in (("limiter", p.by_limiter), ("scope", p.by_scope)):
+            row.update({f"share_{prefix}_{g}": float(v[i]) / est if est else 0.0 for g, v in groups_.items()})
+        row.update({f"share_kind_{k}": float(p.by_kind[k][i]) / est if est and k in p.by_kind else 0.0
+                    for k in kinds})
+        rows.append(row)
+    return rows
+
+
+def to_csv(runs: Sequence[Points]) -> str:
+    rows = csv_rows(runs)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_json(runs: Sequence[Points], sweeps: Sequence[Sweep]) -> dict[str, Any]:
+    return {"sweep": {s.name: list(s.values) for s in sweeps},
+            "archs": [p.arch for p in runs],
+            "points": [p.point(i) for i, p in _ordered(runs)]}

@@ -1,0 +1,210 @@
+"""The `estimate` CLI mode for scaling studies: --sweep, --crossover, comma-separated --arch, --csv, --plot.
+
+    estimate --model llama-3-8b --sweep seq=128:32768:x2 --arch h100-sxm,b200 --plot s.png
+    estimate --model llama-3-8b-decode --crossover --arch h100-sxm,b200
+    estimate --model llama-3-8b --sweep seq=512,2048 --sweep batch=1,8 --json
+
+The model is priced once per GPU with the swept dims free and every other dim bound (--dim, or a bundled
+model's defaults); the sweep then evaluates lambdified expressions (see estimator.sweep). Without
+--sweep, --crossover solves along every dim not given by --dim, the others at their default values; a
+comma list of GPUs alone prints one comparison row per GPU (or, with --symbolic, one closed form each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+from estimator.cli import UsageError, load_graph, parse_dims, pipeline_of
+from estimator.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("scaling studies (several GPUs: --arch h100-sxm,h200,b200)")
+    g.add_argument("--sweep", action="append", default=[], metavar="DIM=SPEC",
+                   help="sweep a free dim: seq=128:32768:x2 (geometric), seq=128:4096:+128 (linear) or "
+                        "seq=512,2048,8192 (list); repeat for a grid")
+    g.add_argument("--crossover", action="store_true",
+                   help="solve where kernels change limiter and where attention time overtakes MLP time")
+    g.add_argument("--csv", metavar="FILE", help="write the sweep's points as CSV ('-': stdout)")
+    g.add_argument("--plot", metavar="FILE",
+                   help="plot latency against the first swept dim (.png, .svg, .pdf)")
+    g.add_argument("--plot-stack", choices=("kind", "limiter"),
+                   help="add panels with the estimate's shares stacked by op kind or limiter")
+
+
+def _archs(text: str) -> list[str]:
+    archs = [a.strip() for a in text.split(",")]
+    if any(not a for a in archs):
+        raise UsageError(f"--arch {text!r}: empty name in the comma list")
+    if len(set(archs)) < len(archs):
+        raise UsageError(f"--arch {text!r}: a GPU is listed twice")
+    return archs
+
+
+def run(args: argparse.Namespace) -> int | None:
+    archs = _archs(args.arch)
+    if not (args.sweep or args.crossover or len(archs) > 1):
+        for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--plot-stack", args.plot_stack)):
+            if value:
+                raise UsageError(f"{flag} needs --sweep, e.g. --sweep seq=128:32768:x2")
+        return None
+    return _run(args, archs)
+
+
+def _check_flags(args: argparse.Namespace, sweeps) -> None:
+    if args.plot_stack and not args.plot:
+        raise UsageError("--plot-stack needs --plot FILE")
+    if args.plot:
+        from estimator.plot import check_path
+
+        check_path(args.plot)
+        if not sweeps or len(sweeps[0].values) < 2:
+            raise UsageError("--plot needs a --sweep with at least two values "
+                             "(its first --sweep is the x axis)")
+    if args.csv and not sweeps:
+        raise UsageError("--csv needs --sweep")
+    if args.csv == "-" and args.json:
+        raise UsageError("--csv - and --json both write to stdout; give --csv a file name")
+
+
+def _plan(args, graph, values: Mapping[str, int], explicit: Mapping[str, int], sweeps):
+    """(dims to bind at build time, dims to solve crossovers in) after checking every dim is covered."""
+    free = sorted(s.name for s in graph.free_symbols())
+    have = ", ".join(free) or "none (all dims are static)"
+    swept = [s.name for s in sweeps]
+    for name in swept:
+        if name not in free:
+            raise UsageError(f"--sweep {name}: the model has no dim {name!r}; its free dims: {have}")
+        if name in explicit:
+            raise UsageError(f"--sweep {name} and --dim {name}: give one or the other")
+    if sweeps:
+        bound = {k: v for k, v in values.items() if k in free and k not in swept}
+        solve = swept
+    elif args.crossover or args.symbolic:
+        bound = {k: v for k, v in explicit.items() if k in free}
+        solve = [d for d in free if d not in bound]
+    else:
+        bound = {k: v for k, v in values.items() if k in free}
+        solve = []
+    missing = [d for d in free if d not in bound and d not in solve]
+    if missing:
+        raise UsageError(f"dim(s) {', '.join(missing)} are neither swept nor bound: add --dim "
+                         f"{missing[0]}=VALUE or --sweep {missing[0]}=...")
+    return bound, solve
+
+
+def _fixed_for(x: str, solve: Sequence[str], values: Mapping[str, int], sweeps) -> dict[str, int]:
+    """Values of the other solve dims while solving along x: their --dim/default value, else the first
+    value of their sweep."""
+    first = {s.name: s.values[0] for s in sweeps}
+    fixed = {}
+    for d in solve:
+        if d == x:
+            continue
+        if d in values:
+            fixed[d] = values[d]
+        elif d in first:
+            fixed[d] = first[d]
+        else:
+            raise UsageError(f"--crossover along {x} needs a value for {d}: add --dim {d}=VALUE "
+                             f"(or --sweep {x}=... with --dim {d}=VALUE)")
+    return fixed
+
+
+def _run(args: argparse.Namespace, archs: list[str]) -> int:
+    import hwdesc
+    from estimator.crossover import crossovers, format_crossovers
+    from estimator.estimate import estimate
+    from estimator.report import to_symbolic
+    from estimator.sweep import Sweeper, parse_sweeps
+
+    sweeps = parse_sweeps(args.sweep)
+    _check_flags(args, sweeps)
+    explicit = parse_dims(args.dim)
+    # Defaults of a bundled model are the fixed values of dims that are not swept or solved along.
+    graph, values = load_graph(argparse.Namespace(**{**vars(args), "symbolic": False}), explicit)
+    bound, solve = _plan(args, graph, values, explicit, sweeps)
+    pipeline = pipeline_of(args)  # --pipeline, or --fusion's strategy (the CLI's default strategy)
+
+    builds = []
+    for arch in archs:
+        hw = hwdesc.load(arch)
+
+        def build(extra, hw=hw):
+            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra}, pipeline=pipeline,
+                            strict=args.strict)
+
+        sweeper = Sweeper(build)
+        builds.append((sweeper.result, sweeper))
+
+    text: list[str] = []
+    doc: dict = {}
+    if args.symbolic:
+        text += [to_symbolic(result) + "\n" for result, _ in builds]
+    found = []
+    if args.crossover and not solve:
+        text.append("# --crossover: every dim is bound (--dim), so there is no dim to solve along")
+    if args.crossover:
+        for result, sweeper in builds:
+            for x in solve:
+                fixed = _fixed_for(x, solve, values, sweeps)
+                cs = crossovers(result, x, fixed, sweeper.compiled.groups)
+                found += cs
+                others = {**{k: v for k, v in result.dims.items() if v is not None}, **fixed}
+                at = ", ".join(f"{k} = {v}" for k, v in others.items()) or "no other free dim"
+                header = (f"# crossovers on {result.hw.name} ({result.hw.display_name}), precision "
+                          f"{result.precision}, along {x} ({at})")
+                text += format_crossovers(cs, header) + [""]
+        doc["crossovers"] = [c.to_json() for c in found]
+    runs = []
+    if sweeps or not (args.symbolic or args.crossover):
+        runs = _sweep_outputs(args, builds, sweeps, text, doc)
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    elif text:
+        print("\n".join(text).rstrip())
+    if args.plot:
+        _plot(args, builds, runs, sweeps)
+    return 0
+
+
+def _sweep_outputs(args, builds, sweeps, text: list[str], doc: dict):
+    from estimator.sweep import format_table, grid, to_csv, to_json
+
+    points = grid(sweeps)
+    runs = [sweeper.evaluate(points) for _, sweeper in builds]
+    for p in runs:  # columns in the order the sweeps were given
+        p.dims = {s.name: p.dims[s.name] for s in sweeps}
+    if args.json:
+        doc.update(to_json(runs, sweeps))
+    elif not args.symbolic and args.csv != "-":  # with --csv -, stdout is the CSV alone
+        text.insert(0, format_table(runs) + "\n")
+    if args.csv:
+        body = to_csv(runs)
+        if args.csv == "-":
+            sys.stdout.write(body)
+        else:
+            try:
+                with open(args.csv, "w", encoding="utf-8") as f:
+                    f.write(body)
+            except OSError as exc:
+                raise UserError(f"--csv {args.csv}: {exc.strerror or exc}") from None
+    return runs
+
+
+def _plot(args, builds, runs, sweeps) -> None:
+    from estimator.plot import make_figure, save
+
+    first = runs[0]
+    model = (args.model_name or os.path.basename(args.model_path or "") or getattr(args, "torch", None)
+             or "model")
+    fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items())
+    title = f"{model} | precision {first.precision}" + (f" | {fixed}" if fixed else "")
+    fig = make_figure([(s.compiled, p) for (_, s), p in zip(builds, runs, strict=True)], sweeps[0].name,
+                      args.plot_stack, title)
+    save(fig, args.plot)
+    print(f"plot written to {args.plot}", file=sys.stderr)

@@ -1,0 +1,71 @@
+"""CLI mode `--torch package.module:factory`: estimate a PyTorch module through torch-mlir.
+
+`factory()` returns ``(module, example_args, dynamic_shapes)`` (or just the first two). The mode only
+checks its flags: `estimator.cli.load_graph` builds the graph through `load_torch_graph` when --torch is
+given, so every other mode and report takes a --torch model like an .onnx or .mlir file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+
+from estimator.errors import UserError
+
+
+class TorchSpecError(UserError):
+    pass
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("PyTorch input (needs the mlir extra: torch, torch-mlir)")
+    group.add_argument("--torch", metavar="MODULE:FACTORY",
+                       help="estimate the PyTorch module FACTORY() returns as (module, example_args, "
+                            "dynamic_shapes), exported through torch-mlir")
+    group.add_argument("--save-mlir", metavar="PATH",
+                       help="with --torch: also write the torch-dialect MLIR it estimated (weights elided)")
+
+
+def run(args: argparse.Namespace) -> int | None:
+    """Flag checks only (returns None): the graph is built by load_graph."""
+    if getattr(args, "save_mlir", None) and not getattr(args, "torch", None):
+        raise TorchSpecError("--save-mlir needs --torch")
+    if getattr(args, "torch", None) and (args.model_path or args.model_name):
+        raise TorchSpecError("give one model: MODEL, --model NAME or --torch MODULE:FACTORY")
+    return None
+
+
+def load_factory(spec: str):
+    """Import `package.module` and call its `factory`; (module, example_args, dynamic_shapes)."""
+    mod_name, sep, attr = spec.partition(":")
+    if not sep or not mod_name or not attr:
+        raise TorchSpecError(f"--torch {spec!r}: expected MODULE:FACTORY, e.g. my_models.blocks:llama_block")
+    if os.getcwd() not in sys.path:  # like `python -m`: modules next to the caller are importable
+        sys.path.insert(0, os.getcwd())
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as exc:
+        raise TorchSpecError(f"--torch {spec!r}: cannot import {mod_name} ({exc})") from None
+    factory = getattr(mod, attr, None)
+    if not callable(factory):
+        raise TorchSpecError(f"--torch {spec!r}: {mod_name} has no callable {attr}")
+    made = factory()
+    if not isinstance(made, tuple) or len(made) not in (2, 3):
+        raise TorchSpecError(f"--torch {spec!r}: {attr}() must return (module, example_args, "
+                             f"dynamic_shapes)")
+    return made if len(made) == 3 else (*made, None)
+
+
+def load_torch_graph(args: argparse.Namespace):
+    """The IR graph of --torch SPEC (and the MLIR written to --save-mlir)."""
+    from estimator.frontends.mlir_import import import_module
+    from estimator.torch_api import export_module
+
+    module, example_args, dynamic_shapes = load_factory(args.torch)
+    mlir = export_module(module, example_args, dynamic_shapes)
+    if getattr(args, "save_mlir", None):
+        with open(args.save_mlir, "w") as f:
+            f.write(mlir.operation.get_asm(large_resource_limit=256))
+    return import_module(mlir, type(module).__name__)
