@@ -4,29 +4,16 @@ import json
 
 import onnx
 import pytest
+from cliutil import assert_one_error_line, cli
 from onnx import TensorProto, helper
 
-from estimator.cli import main
 from onnxutil import gpt_block_model, matmul_model
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def save(model, tmp_path, name="m.onnx"):
     path = tmp_path / name
     onnx.save(model, str(path))
     return str(path)
-
-
-def assert_one_error_line(code, err, fragment):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert fragment in lines[0], lines[0]
 
 
 def test_json_contract(capsys, tmp_path):
@@ -54,8 +41,8 @@ def test_default_fusion_is_tensorrt(capsys, tmp_path):
     doc = json.loads(out)
     assert doc["fusion"] == "tensorrt"
     # ln; q, k, v; attention; o + residual; fc1 + GELU; fc2 + residual
-    assert [k["kind"] for k in doc["kernels"]] == ["norm", "matmul", "matmul", "matmul", "attention", "matmul",
-                                                  "matmul", "matmul"]
+    kinds = [k["kind"] for k in doc["kernels"]]
+    assert kinds == ["norm", "matmul", "matmul", "matmul", "attention", "matmul", "matmul", "matmul"]
     assert {"qk", "scale_scores", "softmax", "pv"} <= set(doc["kernels"][4]["nodes"])
 
 

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 import sympy
+from cliutil import cli
 from onnx import TensorProto
 
 import hwdesc
 import models
-from estimator.cli import main
 from estimator.crossover import (
     Piecewise,
     crossovers,
@@ -27,12 +27,6 @@ from estimator.ir import dim
 from estimator.report import to_symbolic
 from estimator.sweep import Compiled
 from onnxutil import matmul_model
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 import sympy
+from cliutil import assert_one_error_line, cli
 
-from estimator.cli import main
 from estimator.errors import UserError
 from estimator.ir import dim
 
@@ -56,19 +56,6 @@ module {
 @pytest.fixture
 def torch_mlir():
     return pytest.importorskip("torch_mlir")
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_error_line(code, err, fragment):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert fragment in lines[0], lines[0]
 
 
 def write(tmp_path, text, name="m.mlir"):

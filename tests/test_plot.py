@@ -2,20 +2,14 @@
 
 import numpy as np
 import pytest
+from cliutil import cli
 
 import hwdesc
 import models
-from estimator.cli import main
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.plot import limiter_changes, make_figure, time_unit
 from estimator.sweep import Compiled, grid, parse_sweeps
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

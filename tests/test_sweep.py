@@ -6,20 +6,14 @@ import json
 
 import numpy as np
 import pytest
+from cliutil import assert_one_error_line, cli
 
 import hwdesc
 import models
-from estimator.cli import main
 from estimator.estimate import estimate, group_totals
 from estimator.frontends.onnx_import import import_model
 from estimator.sweep import Compiled, Sweep, Sweeper, SweepError, grid, parse_sweep, parse_sweeps
 from onnxutil import gpt_block_model
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -69,13 +63,6 @@ def test_grid_first_sweep_varies_fastest():
     assert list(g["batch"]) == [10, 10, 10, 20, 20, 20]
     with pytest.raises(SweepError, match="swept twice"):
         parse_sweeps(["seq=1,2", "seq=3"])
-
-
-def assert_one_error_line(code, err, fragment):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert fragment in lines[0], lines[0]
 
 
 @pytest.mark.parametrize("argv, fragment", [

@@ -16,13 +16,13 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from cliutil import assert_one_error_line, cli
 from hostutil import quick_host_yaml
 from onnx import TensorProto, helper, numpy_helper
 
 import hwdesc
 import models
 from estimator import ort_runner
-from estimator.cli import main
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ort_runner import NodeTime, parse_profile
@@ -41,19 +41,6 @@ from estimator.validate_report import model_errors, to_json, to_table
 from onnxutil import gpt_block_model
 
 FLOAT = TensorProto.FLOAT
-
-
-def cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_error_line(code, err, fragment):
-    assert code == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert fragment in lines[0], lines[0]
 
 
 # --- profiles -------------------------------------------------------------------------------------
