@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--symbolic", action="store_true", help="print closed-form totals in the free dims")
     p.add_argument("--top", type=int, default=15, metavar="N", help="kernels in the table (default 15)")
     p.add_argument("--strict", action="store_true", help="an uncosted op is an error")
+    p.add_argument("--roofline", action="store_true",
+                   help="price kernels by the roofline estimate only (no tile plans, no L2 residency)")
+    p.add_argument("--warm-inputs", action="store_true",
+                   help="graph inputs start resident in L2 when they fit (as in a benchmark that re-runs "
+                        "one kernel on the same activations); lowers the bound of kernels that read them")
     p.add_argument("--list-archs", action="store_true", help="list bundled GPUs and exit")
     p.add_argument("--list-models", action="store_true", help="list bundled models and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
@@ -190,14 +195,15 @@ def run(argv: list[str] | None) -> int:
         from passes import pipeline_for
 
         results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name),
-                                  strict=args.strict, verify_each=args.verify_each)
+                                  strict=args.strict, verify_each=args.verify_each, tiling=not args.roofline,
+                                  warm_inputs=args.warm_inputs)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
               else fusion_report.compare_table(results))
         return 0
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
-                      verify_each=args.verify_each)
+                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs)
     if args.json:
         print(json.dumps(to_json(result), indent=1))
     elif args.symbolic:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 import sympy
 
@@ -13,6 +13,7 @@ from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
+from estimator.tiling.plan import plan_kernels
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline
 
@@ -40,6 +41,8 @@ class Result:
     totals: dict[str, Expr] = field(default_factory=dict)
     fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
+    tiling: bool = False  # kernels carry tile plans (estimator/tiling) and tile-level estimates
+    warm_inputs: bool | Iterable[str] = False  # graph inputs started resident in L2
 
     @property
     def symbolic(self) -> bool:
@@ -70,9 +73,14 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
 
 def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
              dims: Mapping[str, int] | None = None, pipeline: str = DEFAULT_PIPELINE,
-             strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False) -> Result:
+             strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False,
+             tiling: bool = False, warm_inputs: bool | Iterable[str] = False) -> Result:
     """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
-    lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result."""
+    lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result.
+    `tiling`: give every kernel a tile plan on `hw` (estimator/tiling) and price it at tile level, with
+    L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
+    L2 when they fit. Without
+    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
     graph = bind_dims(graph, dims)
@@ -91,17 +99,21 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
                             f"{u.reason}")
+    plans = plan_kernels(graph, lowered.kernels, hw, warm_inputs) if tiling else [None] * len(lowered.kernels)
     timings: dict[Hashable, Timing] = {}
     priced = []
-    for k in lowered.kernels:
+    for k, plan in zip(lowered.kernels, plans, strict=True):
+        if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
+            k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            timings[k.signature] = price(k.work, hw)
+            timings[k.signature] = price(k.work, hw, plan)
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
                   "custom")
     result = Result(graph, hw, precision or "graph", {n: dims.get(n) for n in free}, priced,
                     lowered.uncosted, lowered.free_nodes, str(Pipeline.parse(pipeline)), fusion=fusion,
-                    refusals=refusals)
+                    refusals=refusals, tiling=tiling and any(p is not None for p in plans),
+                    warm_inputs=warm_inputs)
     result.totals = totals(result)
     return result
 

@@ -71,7 +71,11 @@ def dominant(terms: dict[str, Expr]) -> str:
     return "|".join(alive)
 
 
-def price(work: Work, hw: HardwareDescriptor) -> Timing:
+def price(work: Work, hw: HardwareDescriptor, plan=None) -> Timing:
+    """The kernel's Timing; with a `plan` (estimator.tiling.plan.TilePlan, set when the tiling step ran)
+    the estimate is the plan's tile-level one, see `_tiled`."""
+    if plan is not None:
+        return _tiled(work, hw, plan)
     eff = hw.efficiency
     peak_times = []
     achievable_times = []
@@ -91,3 +95,27 @@ def price(work: Work, hw: HardwareDescriptor) -> Timing:
     if eff.get("op_overhead_s"):  # estimate only: the bound stays the speed of light
         estimate_s = estimate_s + eff["op_overhead_s"]
     return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s, MappingProxyType(terms))
+
+
+def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
+    """Bound and estimate of a tiled kernel.
+
+    bound_s = max(flops_u / peak_u, (dram_bytes - reads resident in L2) / dram_bytes_per_s,
+                  dram_bytes / l2_bytes_per_s)
+    Reads resident in L2 (a tensor an earlier kernel left there, or a graph input under --warm-inputs,
+    judged against the whole L2: estimator/tiling/residency.py) come from L2, not DRAM, so they lower
+    the DRAM term; every byte still crosses L2, at most at its peak. Without resident reads this is the
+    roofline bound exactly (the L2 term never exceeds the DRAM one: L2 is the faster of the two).
+    estimate_s = the plan's tile-level estimate, never below the bound (+ op_overhead_s if any)."""
+    eff = hw.efficiency
+    peak_times = [flops / unit_peak(hw, unit, dtype) for (unit, dtype), flops in work.flops.items()]
+    compute_s = sympy.Max(*peak_times) if peak_times else sympy.Integer(0)
+    memory_s = (work.dram_bytes - plan.resident_bytes_bound) / hw.dram_bytes_per_s
+    bound_s = sympy.Max(compute_s, memory_s)
+    if plan.resident_bytes_bound and hw.l2_bytes_per_s:
+        bound_s = sympy.Max(bound_s, work.dram_bytes / hw.l2_bytes_per_s)
+    estimate_s = sympy.Max(sympy.sympify(plan.estimate_s), bound_s)
+    if eff.get("op_overhead_s"):
+        estimate_s = estimate_s + eff["op_overhead_s"]
+    terms = {k: sympy.sympify(v) for k, v in plan.terms.items()}
+    return Timing(bound_s, estimate_s, plan.limiter, compute_s, memory_s, MappingProxyType(terms))

@@ -64,6 +64,7 @@ def to_json(result: Result) -> dict[str, Any]:
                 "bound_s": jsonable(tm.bound_s),
                 "estimate_s": jsonable(tm.estimate_s),
                 "limiter": tm.limiter,
+                **_tile_json(p.kernel.tile),
             }
         kernels.append({"name": p.kernel.name, "nodes": [n.name for n in p.kernel.nodes],
                         "kind": p.kernel.kind, "op": p.kernel.op, **cache[sig]})
@@ -81,6 +82,25 @@ def to_json(result: Result) -> dict[str, Any]:
         "unknown_dims": result.graph.unknown_dims,
         "free_nodes": result.free_nodes,
     }
+
+
+def _tile_json(plan) -> dict[str, Any]:
+    """Per kernel: the tile plan's choice (null without --tiling or for non-GEMM kernels)."""
+    if plan is None:
+        return {"tile": None, "waves": None, "wave_eff": None, "tensor_util": None}
+    return {"tile": plan.tile,
+            "waves": None if plan.waves is None else jsonable(plan.waves),
+            "wave_eff": None if plan.wave_eff is None else jsonable(plan.wave_eff),
+            "tensor_util": None if plan.tensor_util is None else jsonable(plan.tensor_util)}
+
+
+def _tile_cells(plan) -> list[str]:
+    """Ranked-table cells: the tile, and waves (last-wave fill) / estimated tensor-core utilization."""
+    if plan is None or plan.tile is None:
+        return ["-", "-"]
+    waves = "-" if plan.waves is None else f"{_num(plan.waves):.0f} ({100 * _num(plan.wave_eff):.0f}%)"
+    util = "" if plan.tensor_util is None else f" TC {100 * _num(plan.tensor_util):.0f}%"
+    return [plan.tile, waves + util]
 
 
 def _groups_json(result: Result, key: str) -> dict[str, dict[str, Any]]:
@@ -141,7 +161,7 @@ def _ranked(result: Result, top: int) -> list[str]:
         groups.setdefault(p.kernel.signature, []).append(p)
     ranked = sorted(groups.values(), key=lambda ps: -len(ps) * _num(ps[0].timing.estimate_s))
     rows = [["#", "kernel (first of its kind)", "op", "calls", "each", "total", "share", "bound each",
-             "limiter", "FLOP/B", "ridge"]]
+             "limiter", "FLOP/B", "ridge", "tile", "waves (fill) util"]]
     for i, ps in enumerate(ranked[:top], 1):
         p = ps[0]
         w, tm = p.kernel.work, p.timing
@@ -150,9 +170,10 @@ def _ranked(result: Result, top: int) -> list[str]:
         each = _num(tm.estimate_s)
         rows.append([str(i), _clip(p.kernel.name, 44), p.kernel.op, str(len(ps)), show(each, "s"),
                      show(each * len(ps), "s"), f"{100 * each * len(ps) / total:.1f}%", show(tm.bound_s, "s"),
-                     tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}"])
+                     tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}",
+                     *_tile_cells(p.kernel.tile)])
     lines = ["", f"top {min(top, len(ranked))} of {len(ranked)} distinct kernels by total estimated time:"]
-    lines += _table(rows, "rllrrrrrlrr")
+    lines += _table(rows, "rllrrrrrlrrll")
     for key in ("limiter", "kind"):
         lines += ["", f"by {key}:"]
         groups = sorted(group_totals(result, key).items(), key=lambda kv: -_num(kv[1]["estimate_s"]))

@@ -135,6 +135,9 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
         hw = hwdesc.load(arch)
 
         def build(extra, hw=hw):
+            # NB: sweeps, crossovers and their closed forms price by the roofline estimate: the tile model
+            # picks tiles by comparing numbers, so its symbolic form is not yet identical to pricing each
+            # point with --dim (compare with `--dim ... --roofline`).
             return estimate(graph, hw, precision=args.precision, dims={**bound, **extra}, pipeline=pipeline,
                             strict=args.strict)
 

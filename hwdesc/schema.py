@@ -24,6 +24,12 @@ EFFICIENCY_KEYS = (*EFFICIENCY_FRACTIONS, "min_kernel_s")
 # Optional: an additive per-kernel cost in the estimate (a CPU runtime's executor time between ops);
 # absent means 0, as on GPUs, whose launch cost is the min_kernel_s floor.
 OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
+# Optional: the tile model's constants (estimator/tiling; fitted by tools/calibrate.py). A descriptor
+# without all of them (or without l2_bytes_per_s) is priced by the roofline estimate alone.
+TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
+TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
+                "attention_prefill_s", "attention_decode_s")
+TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
@@ -34,6 +40,8 @@ SCALAR_FIGURES = ("sm_count", "clock_hz", "sfu_ops_per_s", "dram_bytes_per_s", "
 GROUPS = ("tensor_flops_per_s", "cuda_flops_per_s", "efficiency")
 TOP_LEVEL_KEYS = frozenset({"schema_version", "name", "display_name", "family", "compute_capability",
                             *SCALAR_FIGURES, *GROUPS})
+# Optional top-level figures (absent: the features that need them are off for that descriptor).
+OPTIONAL_FIGURES = ("l2_bytes_per_s",)
 NULLABLE = frozenset({"nvlink_bytes_per_s"})  # PCIe-only parts have no NVLink
 _CC_RE = re.compile(r"^\d+\.\d+$")
 
@@ -65,6 +73,7 @@ class HardwareDescriptor:
     sources: Mapping[str, str]  # dotted figure key -> source text
     low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
     path: str
+    l2_bytes_per_s: float | None = None  # peak L2 read bandwidth; None where the file gives none
 
     def __hash__(self) -> int:  # the Mapping fields are unhashable; name + file identify a descriptor
         return hash((self.name, self.path))
@@ -160,7 +169,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     """
     v = _Validator(path)
     raw = v.mapping(raw, "")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS)
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES))
     if unknown:
         raise v.fail(unknown[0], "unknown top-level key (typo?)")
     missing = sorted(TOP_LEVEL_KEYS - set(raw))
@@ -185,11 +194,13 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
         raise v.fail("sm_count.value", f"must be an integer, got {raw['sm_count']['value']!r}")
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
-    efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
-    for key in EFFICIENCY_FRACTIONS:
+    efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
+                                             *TILE_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
+    optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
+    for key in (*EFFICIENCY_FRACTIONS, *(k for k in TILE_FRACTIONS if k in efficiency)):
         if efficiency[key] > 1:
             raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
-    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS):
+    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *(k for k in TILE_SECONDS if k in efficiency)):
         if efficiency.get(key, 0.0) >= MAX_MIN_KERNEL_S:
             raise v.fail(f"efficiency.{key}",
                          f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")
@@ -213,4 +224,5 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
         sources=MappingProxyType(dict(v.sources)),
         low_confidence=frozenset(v.low),
         path=path,
+        l2_bytes_per_s=optional.get("l2_bytes_per_s"),
     )

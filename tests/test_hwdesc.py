@@ -11,6 +11,7 @@ import yaml
 
 import hwdesc
 from hwdesc import HardwareDescriptor, HwdescError
+from hwdesc.schema import TILE_EFFICIENCY_KEYS
 
 BUNDLED = ["a100", "b200", "b300", "gb200", "h100-pcie", "h100-sxm", "h200", "rtx-5090", "rtx-pro-6000"]
 
@@ -62,10 +63,13 @@ def test_bundled_file_loads_and_passes_schema(arch):
     assert hw.name == arch
     assert hw.path == f"hwdesc/{arch}.yaml"
     assert set(hw.cuda_flops_per_s) == {"fp32", "fp16", "fp64"}
-    assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s"}
+    # the roofline's five constants plus the tile model's (estimator/tiling, fitted by tools/calibrate.py)
+    assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s", *TILE_EFFICIENCY_KEYS}
+    assert hw.l2_bytes_per_s is not None  # the tile model's L2 bandwidth
     assert "bf16" in hw.tensor_flops_per_s  # every bundled GPU has BF16 tensor cores
-    # every figure has a source: 8 scalars + the tensor dtypes + 3 CUDA dtypes + 5 efficiency entries
-    assert len(hw.sources) == 8 + len(hw.tensor_flops_per_s) + 3 + 5
+    # every figure has a source: 8 scalars + l2_bytes_per_s + the tensor dtypes + 3 CUDA dtypes + every
+    # efficiency entry
+    assert len(hw.sources) == 8 + 1 + len(hw.tensor_flops_per_s) + 3 + len(hw.efficiency)
     assert hw.low_confidence <= set(hw.sources)
 
 
@@ -92,7 +96,7 @@ def test_h100_sxm_figures():
     assert hw.smem_bytes_per_sm == 228 * 1024
     assert hw.l2_bytes == 50 * 2**20
     assert hw.nvlink_bytes_per_s == 900e9
-    assert hw.efficiency["dram"] == 0.89  # ~89% of 3.35 TB/s measured
+    assert 0.7 < hw.efficiency["dram"] <= 0.89  # fitted by tools/calibrate.py; a STREAM copy reaches ~89%
     assert "NVIDIA H100" in hw.sources["tensor_flops_per_s.bf16"]
     assert "sfu_ops_per_s" in hw.low_confidence
     assert "tensor_flops_per_s.bf16" not in hw.low_confidence

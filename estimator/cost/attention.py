@@ -49,10 +49,21 @@ class Core:
     causal: bool
     dtype: str
     window: int = -1  # sliding window (keys left of the query), -1 for none
+    kv_heads: Expr | None = None  # heads of K and V (grouped-query attention); None: as `heads`
 
     @property
     def seq_kv(self) -> Expr:
         return self.past + self.seq_new
+
+
+# op (domain, op_type) -> its Core from an OpView: the tile model (estimator/tiling) prices the same core.
+CORES: dict[tuple[str, str], object] = {}
+
+
+def core_of_op(op: OpView) -> Core | None:
+    """The attention core of an attention op (None for other ops)."""
+    fn = CORES.get(("" if op.node.domain in ("", "ai.onnx") else op.node.domain, op.op_type))
+    return None if fn is None else fn(op)
 
 
 def _provably_equal(a: Expr, b: Expr) -> bool:
@@ -132,18 +143,26 @@ def _bhsd(op: OpView, t: Tensor, heads_attr: str) -> tuple[Expr, Expr, Expr, Exp
     raise CostError(f"{op.op_type}: {t.name} has rank {len(t.shape)}, expected 3 or 4")
 
 
+def onnx_attention_core(op: OpView) -> Core:
+    q = op.input(0)
+    batch, heads, seq_q, dk = _bhsd(op, q, "q_num_heads")
+    _, kv_heads, seq_new, _ = _bhsd(op, op.input(1), "kv_num_heads")
+    dv = _bhsd(op, op.input(2), "kv_num_heads")[3]
+    past, _ = _cache(op, 4, (), 2, seq_new)
+    return Core(batch, heads, seq_q, seq_new, past, dk, dv, bool(op.attr("is_causal", 0)), q.dtype,
+                kv_heads=kv_heads)
+
+
+CORES[("", "Attention")] = onnx_attention_core
+
+
 @register("Attention")
 def onnx_attention(op: OpView) -> Work:
     """ONNX Attention (Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen): `attention_core`
     over q_num_heads, kv length = past + K's length, causal per is_causal; bytes = every input read
     once (K/V and the cache at kv_num_heads), Y, present K/V and qk_matmul_output written once.
     NB: attn_mask and nonpad_kv_seqlen skip no work (only is_causal does)."""
-    q = op.input(0)
-    batch, heads, seq_q, dk = _bhsd(op, q, "q_num_heads")
-    _, _, seq_new, _ = _bhsd(op, op.input(1), "kv_num_heads")
-    dv = _bhsd(op, op.input(2), "kv_num_heads")[3]
-    past, _ = _cache(op, 4, (), 2, seq_new)
-    core = Core(batch, heads, seq_q, seq_new, past, dk, dv, bool(op.attr("is_causal", 0)), q.dtype)
+    core = onnx_attention_core(op)
     return attention_core(core, softcap=bool(op.attr("softcap", 0.0))) + Work({}, *io_bytes(op))
 
 
@@ -219,12 +238,7 @@ def _mha_kv(op: OpView, heads: int) -> tuple[Expr, Expr]:
     return seq_new, dv
 
 
-@register("MultiHeadAttention", domain=MS)
-def ms_multi_head_attention(op: OpView) -> Work:
-    """com.microsoft MultiHeadAttention (query, key, value, bias, key_padding_mask, attention_bias,
-    past_key, past_value, past_sequence_length, cache_indirection): `attention_core` over num_heads,
-    kv length = past + key's length, causal per unidirectional; every input read once, output,
-    present K/V and qk written once. NB: the projection bias add is ignored."""
+def _mha_core(op: OpView) -> Core:
     q = op.input(0)
     heads = _heads(op, "num_heads")
     if len(q.shape) == 5:
@@ -234,11 +248,41 @@ def ms_multi_head_attention(op: OpView) -> Work:
     else:
         raise CostError(f"MultiHeadAttention: query rank {len(q.shape)}, expected 3 or 5")
     seq_new, dv = _mha_kv(op, heads)
-    past, unwritten = _cache(op, 6, (1, 2), 2, seq_new)
-    core = Core(batch, sympy.Integer(heads), seq_q, seq_new, past, dk, dv,
+    past, _ = _cache(op, 6, (1, 2), 2, seq_new)
+    return Core(batch, sympy.Integer(heads), seq_q, seq_new, past, dk, dv,
                 bool(op.attr("unidirectional", 0)), q.dtype)
+
+
+CORES[(MS, "MultiHeadAttention")] = _mha_core
+
+
+@register("MultiHeadAttention", domain=MS)
+def ms_multi_head_attention(op: OpView) -> Work:
+    """com.microsoft MultiHeadAttention (query, key, value, bias, key_padding_mask, attention_bias,
+    past_key, past_value, past_sequence_length, cache_indirection): `attention_core` over num_heads,
+    kv length = past + key's length, causal per unidirectional; every input read once, output,
+    present K/V and qk written once. NB: the projection bias add is ignored."""
+    core = _mha_core(op)
+    _, unwritten = _cache(op, 6, (1, 2), 2, core.seq_new)
     read, written = io_bytes(op)
     return attention_core(core) + Work({}, read, written - unwritten)
+
+
+def _gqa_core(op: OpView) -> Core:
+    q = op.input(0)
+    heads, kv_heads = _heads(op, "num_heads"), _heads(op, "kv_num_heads")
+    batch, seq_q = q.shape[0], q.shape[1]
+    if op.has_input(1):
+        head_dim = op.input(1).shape[2] / kv_heads
+    else:  # packed QKV: [B, S, (H + 2 * H_kv) * d]
+        head_dim = q.shape[2] / (heads + 2 * kv_heads)
+    past, _ = _cache(op, 3, (1, 2), 2, seq_q)
+    return Core(batch, sympy.Integer(heads), seq_q, seq_q, past, head_dim, head_dim,
+                bool(op.attr("causal", 1)), q.dtype, window=int(op.attr("local_window_size", -1)),
+                kv_heads=sympy.Integer(kv_heads))
+
+
+CORES[(MS, "GroupQueryAttention")] = _gqa_core
 
 
 @register("GroupQueryAttention", domain=MS)
@@ -251,14 +295,9 @@ def ms_group_query_attention(op: OpView) -> Work:
     scores per query."""
     q = op.input(0)
     heads, kv_heads = _heads(op, "num_heads"), _heads(op, "kv_num_heads")
-    batch, seq_q = q.shape[0], q.shape[1]
-    if op.has_input(1):
-        head_dim = op.input(1).shape[2] / kv_heads
-    else:  # packed QKV: [B, S, (H + 2 * H_kv) * d]
-        head_dim = q.shape[2] / (heads + 2 * kv_heads)
-    past, unwritten = _cache(op, 3, (1, 2), 2, seq_q)
-    core = Core(batch, sympy.Integer(heads), seq_q, seq_q, past, head_dim, head_dim,
-                bool(op.attr("causal", 1)), q.dtype, window=int(op.attr("local_window_size", -1)))
+    core = _gqa_core(op)
+    past, unwritten = _cache(op, 3, (1, 2), 2, core.seq_q)
+    batch, seq_q = core.batch, core.seq_q
     read, written = io_bytes(op)
     work = attention_core(core, softcap=bool(op.attr("softcap", 0.0)))
     if op.attr("do_rotary", 0) and op.has_input(7):

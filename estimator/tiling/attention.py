@@ -1,0 +1,232 @@
+"""The tile-level model of a fused attention kernel: FlashAttention for prefill, flash-decoding (split-KV)
+for decode.
+
+Prefill: one CTA per (sequence, query head, Q tile of `q` rows); it walks the keys in steps of `kv`,
+skipping the steps a causal mask hides entirely (Q tile t sees past + t * q keys). Per step the SM does
+the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp on the SFU and ~4 ALU ops per
+score); `softmax_overlap` is the fraction of the shorter of the two hidden under the longer
+(FlashAttention-3 ping-pongs two warpgroups; 0 would be fully serial), `attention_step_s` a step's
+synchronization:
+
+    t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + attention_step_s
+    t_steps    = (steps / slots + steps of the longest CTA) * t_step      (causal: greedy scheduling of
+                 unequal CTAs; without a mask every CTA is equal: waves * steps per CTA * t_step)
+    t_overhead = ceil(ctas / slots) * attention_cta_s                    (a CTA's fixed cost: its Q load,
+                 O store and the dependent round trips before its first step, paid wave after wave)
+    estimate   = fixed_s + t_overhead + max(t_steps, t_dram, t_l2)
+
+Decode (one query row per head, over a KV cache): one CTA per (sequence, KV head, KV split); the query
+heads sharing a KV head (grouped-query attention) ride in one CTA on the MMA's N side, so K and V are
+read once per KV head. A group of one runs a CUDA-core kernel (no MMA tile, several CTAs per SM); a
+group past the MMA kernel's `decode_max_group` falls back to it with one CTA per query head (each
+re-reading K/V through L2). Splitting the keys over more CTAs fills the machine at small batch x heads
+(flash-decoding) at the price of a combine (fp32 partials, `split_k_s`). Decode CTAs run in lockstep
+waves, so their fixed cost adds to the K/V stream instead of hiding under it:
+
+    estimate   = fixed_s + waves * attention_cta_s * cta_cost + max(waves * steps * t_step, t_dram, t_l2)
+
+fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
+pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
+metadata, the companion kernels' launches).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from estimator.tiling import symmath as sm
+from estimator.tiling.gemm import Hw
+from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
+
+SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum (as cost/attention.py)
+# Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
+# per element), f16 -> f32 convert, scale multiply. NB: an MMA decode kernel feeds fp8 K/V to the MMA as
+# they are (fp8 MMA with the query quantized), so it pays none of this.
+DEQUANT_OPS = 4
+FP32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Attn:
+    """One attention core as the tile model sees it. `seq_kv` = past + new keys; causal is bottom-right
+    aligned (query i sees past + i + 1 keys). Bytes per element of Q/O and of K/V."""
+
+    batch: Any
+    heads: Any
+    kv_heads: Any
+    seq_q: Any
+    seq_kv: Any
+    dk: Any
+    dv: Any
+    causal: bool
+    q_bytes: float
+    kv_bytes: float
+    peak: float  # MMA FLOP/s of the whole GPU at the math dtype
+    eff_unit: float
+    sfu_ops_per_s: float
+    alu_ops_per_s: float  # CUDA-core instructions per second (the FLOP peak / 2)
+    decode: bool = False
+    dram_bytes: Any = 0  # the kernel's minimum DRAM traffic (Work.dram_bytes, residency applied)
+
+
+@dataclass(frozen=True)
+class AttnChoice:
+    name: str
+    ctas: Any
+    ctas_per_sm: int
+    waves: Any
+    wave_eff: Any
+    t_compute: Any
+    t_dram: Any
+    t_l2: Any
+    time: Any
+    split: int = 1
+
+
+def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
+    """One kv step of one CTA on an SM it shares with cpsm - 1 others: the two products for `rows`
+    (padded) query rows, on tensor cores (`mma`) or as CUDA-core FMAs, the softmax for `score_rows` real
+    ones, and with an 8-bit K/V cache one convert per K/V element."""
+    eff = hw.eff
+    slots = hw.sm_count * cpsm  # a CTA gets 1 / slots of the GPU's throughput
+    flops = 2 * rows * kv * (a.dk + a.dv)
+    if mma:
+        t_mma = flops / (a.peak * a.eff_unit / slots)
+    else:
+        t_mma = flops / (2 * a.alu_ops_per_s * eff["cuda"] / slots)
+    scores = score_rows * kv
+    alu = SOFTMAX_ALU_OPS * scores
+    if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
+        alu = alu + DEQUANT_OPS * kv * (a.dk + a.dv)
+    t_soft = scores / (a.sfu_ops_per_s * eff["sfu"] / slots) + alu / (a.alu_ops_per_s * eff["cuda"] / slots)
+    hidden = eff["softmax_overlap"]
+    return sm.maximum(t_mma, t_soft) + (1 - hidden) * sm.minimum(t_mma, t_soft) + eff["attention_step_s"]
+
+
+def _smem_ctas(q_rows: Any, kv: int, cap: int, a: Attn, hw: Hw) -> Any:
+    """Co-resident CTAs: a Q tile plus two stages of K and V tiles in shared memory, at most `cap`."""
+    per_cta = q_rows * a.dk * a.q_bytes + 2 * kv * (a.dk + a.dv) * a.kv_bytes
+    return sm.maximum(1, sm.minimum(cap, sm.floor(hw.smem_bytes_per_sm / per_cta)))
+
+
+def causal_steps(q_tiles: Any, q: int, kv: int, past: Any, kv_steps: Any) -> Any:
+    """kv steps summed over the Q tiles of one (sequence, head) under a causal mask: Q tile t (1-based)
+    sees past + t * q keys, so sum_t ceil((past + t*q) / kv) ~= (past * T + q * T (T + 1) / 2) / kv
+    plus half a step of rounding per tile when tiles and steps do not align; capped by T * kv_steps."""
+    exact = (past * q_tiles + q * q_tiles * (q_tiles + 1) / 2) / kv
+    if q % kv:
+        exact = exact + q_tiles / 2
+    return sm.minimum(exact, q_tiles * kv_steps)
+
+
+def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
+    eff = hw.eff
+    cpsm = _smem_ctas(tile.q, tile.kv, tile.max_ctas_per_sm, a, hw)
+    slots = hw.sm_count * cpsm
+    q_tiles = sm.ceil_div(a.seq_q, tile.q)
+    kv_steps = sm.ceil_div(a.seq_kv, tile.kv)
+    bh = a.batch * a.heads
+    ctas = bh * q_tiles
+    waves = sm.ceil(ctas / slots)
+    t_step = _step_time(a, tile.q, tile.kv, tile.q, cpsm, hw)
+    t_overhead = waves * eff["attention_cta_s"]
+    if a.causal:  # greedy list scheduling of unequal CTAs: the busiest SM's share plus one longest CTA
+        steps = bh * causal_steps(q_tiles, tile.q, tile.kv, a.seq_kv - a.seq_q, kv_steps)
+        t_steps = (steps / slots + kv_steps) * t_step
+    else:
+        steps = ctas * kv_steps
+        t_steps = waves * kv_steps * t_step
+    t_compute = t_overhead + t_steps
+    # Every CTA streams its K/V steps through L2; K and V reach DRAM once (Work's bytes).
+    l2 = steps * tile.kv * (a.dk + a.dv) * a.kv_bytes + a.dram_bytes
+    t_l2 = l2 / (hw.l2_bytes_per_s * eff["l2"])
+    t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
+    time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
+    return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
+                      t_l2, time)
+
+
+def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> AttnChoice:
+    """Flash-decoding with `split` KV splits; `grouped`: the MMA kernel for a query group > 1."""
+    eff = hw.eff
+    group = a.heads / a.kv_heads
+    kv = menu.decode_kv
+    kv_ctas = a.kv_heads
+    if not grouped:  # the per-head kernel: one CTA per query head, K/V re-read per head (from L2)
+        kv_ctas, group = a.heads, 1
+    if grouped:
+        kernel = decode_kernel(menu, a.kv_bytes)
+        rows = kernel.q_rows * sm.ceil_div(group * a.seq_q, kernel.q_rows)
+        cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, a, hw)
+        cta_cost = kernel.cta_cost
+    else:
+        rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
+    slots = hw.sm_count * cpsm
+    kv_steps = sm.ceil_div(a.seq_kv, kv)
+    # an MMA kernel runs whole kv tiles; a CUDA-core one only the keys there are
+    steps = sm.ceil(kv_steps / split) if grouped else a.seq_kv / (kv * split)
+    ctas = a.batch * kv_ctas * split
+    waves = sm.ceil(ctas / slots)
+    t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
+                        eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
+    # Decode CTAs run in lockstep waves: their fixed cost does not hide under the K/V stream.
+    t_overhead = waves * eff["attention_cta_s"] * cta_cost
+    t_stream = waves * steps * t_step
+    extra = 0
+    if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
+        extra = 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
+    dram = a.dram_bytes + extra
+    # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
+    kv_l2 = a.batch * kv_ctas * a.seq_kv * (a.dk + a.dv) * a.kv_bytes
+    t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
+    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * eff["l2"])
+    t_compute = t_overhead + t_stream
+    time = fixed_s(hw, True) + t_overhead + sm.maximum(t_stream, t_dram, t_l2)
+    if split > 1:
+        time = time + eff["split_k_s"]
+    name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
+    return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def fixed_s(hw: Hw, decode: bool) -> float:
+    """Launch, pipeline fill and the attention op's companion kernels (prefill or decode)."""
+    eff = hw.eff
+    op = eff["attention_decode_s"] if decode else eff["attention_prefill_s"]
+    return eff["launch_s"] + eff["mem_latency_s"] + op
+
+
+def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
+    """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time")
+    merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
+    return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, split=a.split, **merged)
+
+
+def candidates(a: Attn, menu: FamilyMenu, hw: Hw) -> list[AttnChoice]:
+    """Every tile (prefill) or split and kernel (decode) priced for `a`."""
+    if a.decode:
+        group = sm.num(a.heads / a.kv_heads)
+        out = []
+        for split in menu.decode_splits:
+            if sm.is_sym(group):  # NB: a free group size is priced with the MMA kernel
+                out.append(decode(a, menu, split, hw, grouped=True))
+            elif hasattr(group, "shape"):
+                grouped = (group > 1) & (group <= menu.decode_max_group)
+                out.append(_merge(grouped, decode(a, menu, split, hw, True),
+                                  decode(a, menu, split, hw, False)))
+            else:
+                out.append(decode(a, menu, split, hw, grouped=1 < group <= menu.decode_max_group))
+        return out
+    dk = sm.num(a.dk)
+    out = []
+    for tile in menu.attention_tiles:
+        c = prefill(a, tile, hw)
+        if hasattr(dk, "shape"):
+            c = _merge(dk > tile.max_head_dim, AttnChoice(c.name, c.ctas, c.ctas_per_sm, c.waves, c.wave_eff,
+                                                          c.t_compute, c.t_dram, c.t_l2, c.time * 0 + 1.0),
+                       c)
+            out.append(c)
+        elif not sm.numeric(dk) or dk <= tile.max_head_dim:
+            out.append(c)
+    return out or [prefill(a, max(menu.attention_tiles, key=lambda t: t.max_head_dim), hw)]

@@ -1,0 +1,188 @@
+"""The tile-level model of one GEMM (MatMul, Gemm, FusedMatMul, implicit-GEMM convolution): the time a
+well-tuned library kernel takes with a given CTA tile, and the tile it would pick.
+
+For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a split-K factor s:
+
+    tiles      = batch * ceil(M / tile_m) * ceil(N / tile_n)        (padding: edge tiles run whole)
+    ctas       = tiles * s ;  slots = SMs * ctas_per_sm ;  waves = ceil(ctas / slots)
+    iters      = ceil(ceil(K / tile_k) / s)                           (k-steps per CTA)
+    t_iter     = max(2 * tile_m * tile_n * tile_k * ctas_per_sm / (peak_per_SM * eff_tensor),
+                     mem_latency_s / stages)                          (MMA, or the load pipeline)
+    t_compute  = waves * iters * t_iter
+    t_dram     = DRAM bytes / (dram_bytes_per_s * eff_dram)           (operand re-reads when A + B spill L2)
+    t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
+                                                                      a cluster multicasts a shared one)
+    estimate   = launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s when s > 1]
+
+`mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
+fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
+few CTAs slow although the machine's bandwidth is idle, and split-K the cure. Swap-AB (putting the
+small activation dim on the MMA's N side, as cuBLAS and TensorRT-LLM do for small M) is tried for every
+tile. Split-K writes fp32 partials and reads them back (DRAM bytes) and pays `split_k_s` for the
+reduction. Every number above is a sympy expression when a dim is free (then the tile is chosen by the rule
+in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (tools/calibrate.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from estimator.tiling import symmath as sm
+from estimator.tiling.menu import FamilyMenu, GemmTile
+
+FP32_BYTES = 4  # split-K partial sums are fp32
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """One GEMM as the tile model sees it: C[batch, M, N] = A[batch, M, K] . B[batch, K, N].
+    Bytes per element include block-scale factors (NVFP4: + 1/16 byte). `a_in_l2` / `b_in_l2`: the
+    operand is resident in L2 when the kernel starts (read from L2, not DRAM)."""
+
+    batch: Any
+    m: Any
+    n: Any
+    k: Any
+    a_bytes: float
+    b_bytes: float
+    c_bytes: float
+    peak: float  # FLOP/s of the unit the MMA runs on (whole GPU)
+    eff_unit: float  # achievable fraction of that peak (hw.efficiency[unit])
+    dram_bytes: Any = 0  # the kernel's minimum DRAM traffic: Work.dram_bytes less its L2-resident reads
+    a_in_l2: Any = False
+    b_in_l2: Any = False
+
+
+@dataclass(frozen=True)
+class Hw:
+    """The hardware figures the tile model reads (from a HardwareDescriptor, see plan.hw_params)."""
+
+    sm_count: int
+    dram_bytes_per_s: float
+    l2_bytes_per_s: float
+    l2_bytes: float
+    smem_bytes_per_sm: float
+    eff: dict = field(default_factory=dict)  # efficiency constants (hw.efficiency)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One (tile, split) candidate priced. Fields are numbers, arrays or sympy expressions."""
+
+    tile: GemmTile
+    swap: bool
+    split: int
+    ctas_per_sm: int
+    stages: int
+    tiles: Any
+    ctas: Any
+    waves: Any
+    wave_eff: Any
+    t_compute: Any
+    t_dram: Any
+    t_l2: Any
+    dram_extra: Any  # DRAM bytes beyond each operand read once (re-reads, split-K partials)
+    l2_bytes: Any
+    time: Any
+    tile_k_elems: int = 64
+
+    @property
+    def name(self) -> str:
+        t = self.tile
+        rows, cols = (t.n, t.m) if self.swap else (t.m, t.n)
+        label = f"{rows}x{cols}x{self.tile_k_elems}"
+        if self.swap:
+            label += " swapAB"
+        if self.split > 1:
+            label += f" splitK{self.split}"
+        return label
+
+
+def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes: float,
+              c_bytes: float) -> tuple[int, int, int] | None:
+    """(ctas_per_sm, stages, tile_k) of `tile` for these operand sizes, or None when even `min_stages`
+    stages do not fit in shared memory. tile_k = k_bytes / operand bytes (bf16: 64, fp8: 128)."""
+    tile_k = max(8, int(menu.gemm_k_bytes / max(a_bytes, b_bytes)))
+    # a tile spanning `sms` SMs (Blackwell CTA pair) keeps 1/sms of its operands and accumulator per SM
+    stage = (tile.m * a_bytes + tile.n * b_bytes) * tile_k / tile.sms
+    epilogue = min(tile.m * tile.n * c_bytes / tile.sms, menu.epilogue_smem_bytes)
+    smem = hw.smem_bytes_per_sm - menu.smem_reserved_bytes
+    by_smem = int(smem // (menu.min_stages * stage + epilogue))
+    by_regs = int(menu.accumulator_bytes_per_sm // (tile.m * tile.n * FP32_BYTES / tile.sms))
+    ctas = min(tile.max_ctas_per_sm, by_smem, by_regs)
+    if ctas < 1:
+        return None
+    stages = min(menu.max_stages, int((smem / ctas - epilogue) // stage))
+    return ctas, stages, tile_k
+
+
+def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, hw: Hw) -> Any:
+    """DRAM bytes re-read beyond each operand once. While A and B fit in the usable L2 nothing is
+    re-read; past it the kernel walks the output in panels (rasterization): with panels of P tile rows
+    whose A rows stay in half the L2, B is streamed once per panel (or symmetrically A per column
+    panel), whichever order is cheaper. NB: an operand resident in L2 is charged no re-reads."""
+    usable = hw.l2_bytes * hw.eff["l2_resident"]
+    a_total = g.batch * g.m * g.k * g.a_bytes
+    b_total = g.batch * g.n * g.k * g.b_bytes
+    panel_rows = sm.maximum(1, sm.minimum(tiles_m, (usable / 2) // sm.maximum(1, rows * g.k * g.a_bytes)))
+    panel_cols = sm.maximum(1, sm.minimum(tiles_n, (usable / 2) // sm.maximum(1, cols * g.k * g.b_bytes)))
+    rereads_b = b_total * (sm.ceil(tiles_m / panel_rows) - 1) * (1 - g.b_in_l2)
+    rereads_a = a_total * (sm.ceil(tiles_n / panel_cols) - 1) * (1 - g.a_in_l2)
+    extra = sm.minimum(rereads_a, rereads_b)
+    fits = a_total + b_total <= usable
+    if sm.numeric(a_total + b_total):
+        return sm.where(fits, 0 * extra, extra)
+    return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
+
+
+def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu, hw: Hw) -> Choice | None:
+    """One candidate's time (see the module docstring); None when the tile does not fit."""
+    occ = occupancy(tile, menu, hw, g.a_bytes, g.b_bytes, g.c_bytes)
+    if occ is None:
+        return None
+    cpsm, stages, tile_k = occ
+    eff = hw.eff
+    rows, cols = (tile.n, tile.m) if swap else (tile.m, tile.n)
+    tiles_m = sm.ceil_div(g.m, rows)
+    tiles_n = sm.ceil_div(g.n, cols)
+    tiles = g.batch * tiles_m * tiles_n
+    ctas = tiles * split
+    slots = (hw.sm_count // tile.sms) * cpsm
+    waves = sm.ceil(ctas / slots)
+    wave_eff = ctas / (waves * slots)
+    k_steps = sm.ceil_div(g.k, tile_k)
+    iters = sm.ceil(k_steps / split)
+    per_sm_peak = g.peak * g.eff_unit / hw.sm_count
+    t_mma = 2 * rows * cols * tile_k * cpsm / (per_sm_peak * tile.sms)
+    t_load = eff["mem_latency_s"] / stages
+    t_compute = waves * iters * sm.maximum(t_mma, t_load)
+
+    dram_extra = _dram_extra(g, rows, cols, tiles_m, tiles_n, hw)
+    c_total = g.batch * g.m * g.n * g.c_bytes
+    if split > 1:  # fp32 partials written by every split and read back by the reduction
+        dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
+    dram = g.dram_bytes + dram_extra
+    # TMA multicast: the CTAs of a cluster along N share one load of their A tile (and along M of B).
+    cl_rows, cl_cols = (tile.cluster_n, tile.cluster_m) if swap else (tile.cluster_m, tile.cluster_n)
+    per_step = rows * g.a_bytes / cl_cols + cols * g.b_bytes / cl_rows
+    l2 = g.batch * k_steps * tile_k * tiles_m * tiles_n * per_step + c_total
+    t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
+    t_l2 = l2 / (hw.l2_bytes_per_s * eff["l2"])
+    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, t_l2)
+    if split > 1:
+        time = time + eff["split_k_s"]
+    return Choice(tile, swap, split, cpsm, stages, tiles, ctas, waves, wave_eff, t_compute, t_dram, t_l2,
+                  dram_extra, l2, time, tile_k_elems=tile_k)
+
+
+def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
+    """Every legal (tile, orientation, split-K) of the family's menu priced for `g`."""
+    out = []
+    for tile in menu.gemm_tiles:
+        for swap in ((False, True) if tile.m != tile.n else (False,)):
+            for split in menu.split_k:
+                c = price_tile(g, tile, swap, split, menu, hw)
+                if c is not None:
+                    out.append(c)
+    return out

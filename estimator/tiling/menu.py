@@ -1,0 +1,172 @@
+"""The per-family tile menus (hwdesc/tiles/<family>.yaml): data, read and checked here.
+
+A menu lists the CTA tiles a family's libraries choose from and the structural facts the tile model
+needs (pipeline depth limits, where accumulators live, split-K factors, attention tiles). Efficiency
+constants are not here: they are fitted, and live in each GPU's descriptor.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hwdesc import HwdescError, bundled_dir
+
+
+@dataclass(frozen=True)
+class GemmTile:
+    m: int
+    n: int
+    max_ctas_per_sm: int = 1
+    sms: int = 1  # SMs one tile spans (Blackwell 2-CTA UMMA: 2)
+    cluster_m: int = 1  # thread-block cluster: CTAs along M sharing (multicasting) their B tile loads
+    cluster_n: int = 1  # ... along N sharing their A tile loads
+
+
+@dataclass(frozen=True)
+class AttentionTile:
+    q: int  # query rows per CTA
+    kv: int  # keys per inner step
+    max_head_dim: int
+    max_ctas_per_sm: int = 1
+
+
+@dataclass(frozen=True)
+class DecodeKernel:
+    """An MMA decode kernel: the K/V element sizes it serves, the MMA rows the grouped query heads are
+    padded to, and a cap on co-resident CTAs (smem may allow fewer)."""
+
+    kv_bytes: tuple[int, ...]
+    q_rows: int
+    max_ctas_per_sm: int
+    cta_cost: float = 1.0  # a CTA's fixed cost relative to efficiency.attention_cta_s
+
+
+@dataclass(frozen=True)
+class FamilyMenu:
+    family: str
+    mma: str
+    gemm_k_bytes: int
+    min_stages: int
+    max_stages: int
+    smem_reserved_bytes: int
+    epilogue_smem_bytes: int
+    accumulator_bytes_per_sm: int
+    split_k: tuple[int, ...]
+    gemm_tiles: tuple[GemmTile, ...]
+    attention_tiles: tuple[AttentionTile, ...]
+    decode_kv: int  # keys per inner step of the decode (split-KV) kernel
+    decode_mma: tuple[DecodeKernel, ...]  # the MMA decode kernels, first match by K/V element size
+    decode_splits: tuple[int, ...]
+    decode_ctas_per_sm: int  # co-resident decode CTAs (the CUDA-core kernel; the MMA one by smem)
+    decode_max_group: int  # largest query group the MMA decode kernel takes; past it, per-head CTAs
+    block_scales: dict  # dtype -> {"block": elements per scale, "bytes": bytes per scale}
+
+
+def menus_dir() -> Path:
+    return bundled_dir() / "tiles"
+
+
+def _need(raw: dict, key: str, path: str) -> Any:
+    if key not in raw:
+        raise HwdescError(f"{path}: {key}: missing")
+    return raw[key]
+
+
+def _positive_int(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise HwdescError(f"{where}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _tiles(raw: list, cls: type, fields: tuple[str, ...], where: str) -> tuple:
+    if not isinstance(raw, list) or not raw:
+        raise HwdescError(f"{where}: must be a non-empty list")
+    out = []
+    for i, t in enumerate(raw):
+        if not isinstance(t, dict) or set(t) - set(fields):
+            raise HwdescError(f"{where}[{i}]: a mapping with keys from {', '.join(fields)}")
+        out.append(cls(**{k: _positive_int(v, f"{where}[{i}].{k}") for k, v in t.items()}))
+    return tuple(out)
+
+
+def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise HwdescError(f"{where}.decode_mma: must be a non-empty list")
+    out = []
+    for i, k in enumerate(raw):
+        if not isinstance(k, dict) or not {"kv_bytes", "q_rows", "max_ctas_per_sm"} <= set(k) \
+                or set(k) - {"kv_bytes", "q_rows", "max_ctas_per_sm", "cta_cost"}:
+            raise HwdescError(f"{where}.decode_mma[{i}]: keys kv_bytes (list), q_rows, max_ctas_per_sm, "
+                              f"cta_cost (optional)")
+        cost = k.get("cta_cost", 1.0)
+        if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 < cost <= 1:
+            raise HwdescError(f"{where}.decode_mma[{i}].cta_cost: a number in (0, 1], got {cost!r}")
+        at = f"{where}.decode_mma[{i}]"
+        out.append(DecodeKernel(tuple(_positive_int(b, f"{at}.kv_bytes") for b in k["kv_bytes"]),
+                                _positive_int(k["q_rows"], f"{at}.q_rows"),
+                                _positive_int(k["max_ctas_per_sm"], f"{at}.max_ctas_per_sm"), float(cost)))
+    return tuple(out)
+
+
+def parse(raw: Any, path: str) -> FamilyMenu:
+    if not isinstance(raw, dict):
+        raise HwdescError(f"{path}: must be a mapping")
+    gemm = _need(raw, "gemm", path)
+    attn = _need(raw, "attention", path)
+    where = f"{path}: gemm"
+    split_k = tuple(_positive_int(s, f"{where}.split_k") for s in _need(gemm, "split_k", where))
+    return FamilyMenu(
+        family=str(_need(raw, "family", path)),
+        mma=str(_need(raw, "mma", path)),
+        gemm_k_bytes=_positive_int(_need(gemm, "k_bytes", where), f"{where}.k_bytes"),
+        min_stages=_positive_int(_need(gemm, "min_stages", where), f"{where}.min_stages"),
+        max_stages=_positive_int(_need(gemm, "max_stages", where), f"{where}.max_stages"),
+        smem_reserved_bytes=int(_need(gemm, "smem_reserved_bytes", where)),
+        epilogue_smem_bytes=int(_need(gemm, "epilogue_smem_bytes", where)),
+        accumulator_bytes_per_sm=_positive_int(_need(gemm, "accumulator_bytes_per_sm", where),
+                                               f"{where}.accumulator_bytes_per_sm"),
+        split_k=split_k,
+        gemm_tiles=_tiles(_need(gemm, "tiles", where), GemmTile,
+                          ("m", "n", "max_ctas_per_sm", "sms", "cluster_m", "cluster_n"), f"{where}.tiles"),
+        attention_tiles=_tiles(_need(attn, "tiles", f"{path}: attention"), AttentionTile,
+                               ("q", "kv", "max_head_dim", "max_ctas_per_sm"), f"{path}: attention.tiles"),
+        decode_kv=_positive_int(_need(attn, "decode_kv", f"{path}: attention"), "attention.decode_kv"),
+        decode_mma=_decode_kernels(_need(attn, "decode_mma", f"{path}: attention"), f"{path}: attention"),
+        decode_splits=tuple(_positive_int(s, "attention.decode_splits")
+                            for s in _need(attn, "decode_splits", f"{path}: attention")),
+        decode_ctas_per_sm=_positive_int(_need(attn, "decode_ctas_per_sm", f"{path}: attention"),
+                                         "attention.decode_ctas_per_sm"),
+        decode_max_group=_positive_int(_need(attn, "decode_max_group", f"{path}: attention"),
+                                       "attention.decode_max_group"),
+        block_scales=dict(raw.get("block_scales") or {}),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def menu_for(family: str) -> FamilyMenu | None:
+    """The bundled menu of `family`, or None when the family has none (the cpu family)."""
+    path = menus_dir() / f"{family}.yaml"
+    if not path.exists():
+        return None
+    shown = f"hwdesc/tiles/{path.name}"
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise HwdescError(f"{shown}: not valid YAML: {exc}") from None
+    menu = parse(raw, shown)
+    if menu.family != family:
+        raise HwdescError(f"{shown}: family must be {family!r}, got {menu.family!r}")
+    return menu
+
+
+def decode_kernel(menu: FamilyMenu, kv_bytes: float) -> DecodeKernel:
+    """The MMA decode kernel serving a K/V cache of `kv_bytes` per element (else the last listed)."""
+    for k in menu.decode_mma:
+        if int(round(kv_bytes)) in k.kv_bytes:
+            return k
+    return menu.decode_mma[-1]

@@ -1,0 +1,290 @@
+"""The tiling step: after lowering, every kernel gets a TilePlan on its hardware.
+
+GEMM-like kernels get the CTA tile (and split-K) the tile model of estimator/tiling/gemm.py prefers, as
+cuBLAS's heuristics pick the kernel they expect to be fastest; attention kernels get a FlashAttention
+tile (prefill) or a split-KV decode configuration (estimator/tiling/attention.py); every other kernel
+gets the streaming model below. Each plan carries the tile-level estimate and the L2 residency of the
+kernel's inputs (estimator/tiling/residency.py), which `estimator.price.price` turns into a Timing.
+
+Streaming model (elementwise, norms, reductions, movement...):
+    estimate = launch_s + mem_latency_s + max(flops_u / (peak_u * eff_u), DRAM / (BW * eff_dram),
+                                                  L2 traffic / (L2 BW * eff_l2))
+
+Free dims: the tile is chosen as if every free dim were `SYMBOLIC_DIM_VALUE` (a large, compute-bound
+size: the tile a deployment at scale would run), and the chosen tile's formula is kept symbolic
+(`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import sympy
+
+from estimator.cost.registry import ALU, CUDA, TENSOR, Work
+from estimator.dtypes import itemsize
+from estimator.ir import Graph
+from estimator.tiling import attention as attn_model
+from estimator.tiling import gemm as gemm_model
+from estimator.tiling import symmath as sm
+from estimator.tiling.menu import FamilyMenu, menu_for
+from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel
+from estimator.tiling.residency import Residency, residency
+from hwdesc import HardwareDescriptor
+
+SYMBOLIC_DIM_VALUE = 4096
+# The efficiency constants the tile model reads (hwdesc `efficiency`; see hwdesc/schema.py).
+TILE_KEYS = ("tensor", "cuda", "sfu", "dram", "launch_s", "l2", "l2_resident", "mem_latency_s",
+             "split_k_s", "softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
+             "attention_decode_s")
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """A kernel's tile choice and tile-level estimate. Numbers once dims are bound, else sympy."""
+
+    kind: str  # "gemm", "attention" or "stream"
+    tile: str | None  # e.g. "128x256x64", "64x16x64 swapAB splitK4", "128x128" (attention Q x KV)
+    ctas: Any
+    waves: Any
+    wave_eff: Any  # ctas / (waves * slots): the share of the machine the last waves leave busy
+    tensor_util: Any  # MMA FLOPs / (estimate_s * MMA peak)
+    estimate_s: Any
+    terms: dict = field(default_factory=dict)  # compute / memory / launch, each including the fixed part
+    limiter: str = "memory"
+    resident_bytes: float = 0.0  # reads found in L2 (estimate's capacity)
+    resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
+
+    @property
+    def key(self) -> Hashable:
+        return (self.kind, self.tile, self.resident_bytes, self.resident_bytes_bound)
+
+
+def tiling_supported(hw: HardwareDescriptor) -> bool:
+    """A family with a tile menu and a descriptor with the tile model's constants and L2 bandwidth."""
+    return (menu_for(hw.family) is not None and getattr(hw, "l2_bytes_per_s", None) is not None
+            and all(k in hw.efficiency for k in TILE_KEYS))
+
+
+def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
+    return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, hw.l2_bytes_per_s, hw.l2_bytes,
+                         hw.smem_bytes_per_sm, dict(hw.efficiency))
+
+
+def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
+                 warm_inputs: bool | Iterable[str] = False) -> list[TilePlan | None]:
+    """A plan per kernel (None for every kernel when the hardware has no tile model)."""
+    if not tiling_supported(hw):
+        return [None] * len(kernels)
+    menu = menu_for(hw.family)
+    hwp = hw_params(hw)
+    # NB: L2 residency between kernels is modelled only under warm_inputs (the calibration benchmarks'
+    # condition). Residency depends on sizes against the L2 capacity, which is undecidable while dims are
+    # free; modelling it only for bound dims would make a closed form (and a sweep built from it) disagree
+    # with --dim at the same point. A Piecewise residency would lift this.
+    res = (residency(graph, kernels, hw.l2_bytes, hw.efficiency["l2_resident"], warm_inputs) if warm_inputs
+           else [Residency({}, {}) for _ in kernels])
+    cache: dict[Hashable, TilePlan] = {}
+    plans = []
+    for k, r in zip(kernels, res, strict=True):
+        key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)))
+        if key not in cache:
+            cache[key] = plan_kernel(graph, k, hw, hwp, menu, r)
+        plans.append(cache[key])
+    return plans
+
+
+def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
+                res: Residency) -> TilePlan:
+    spec = gemm_of_kernel(graph, kernel)
+    if spec is not None:
+        plan = _gemm_plan(spec, kernel.work, hw, hwp, menu, res)
+        if plan is not None:
+            return plan
+    found = attention_of_kernel(graph, kernel)
+    if found is not None:
+        plan = _attention_plan(found, kernel.work, hw, hwp, menu, res)
+        if plan is not None:
+            return plan
+    return stream_plan(kernel.work, hw, res)
+
+
+# ---- GEMM -----------------------------------------------------------------------------------------
+
+def _mma_unit(work: Work) -> tuple[str, str] | None:
+    """The (unit, dtype) carrying most of a kernel's FLOPs on tensor cores or CUDA-core FMAs."""
+    units = [(u, d) for (u, d) in work.flops if u in (TENSOR, CUDA)]
+    if not units:
+        return None
+    return max(units, key=lambda ud: _rank(work.flops[ud]))
+
+
+def _rank(expr: Any) -> float:
+    e = sympy.sympify(expr)
+    if e.is_number:
+        return float(e)
+    return float(e.xreplace({s: SYMBOLIC_DIM_VALUE for s in e.free_symbols}))
+
+
+def _peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float | None:
+    from estimator.price import unit_peak
+
+    try:
+        return unit_peak(hw, unit, dtype)
+    except ValueError:
+        return None
+
+
+def operand_bytes(dtype: str, menu: FamilyMenu) -> float:
+    """Bytes per element of an MMA operand, with its block-scale factors (NVFP4: 1 fp8 scale per 16)."""
+    size = float(itemsize(dtype))
+    scale = menu.block_scales.get(dtype)
+    if scale:
+        size += float(scale["bytes"]) / float(scale["block"])
+    return size
+
+
+def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, resident: Any, a_in_l2: Any,
+                 b_in_l2: Any, hw: HardwareDescriptor, menu: FamilyMenu) -> gemm_model.Gemm | None:
+    """The tile model's view of a GEMM kernel: `dram_bytes` its Work's, `resident` the bytes of its
+    reads found in L2 (numbers, or arrays in tools/calibrate.py)."""
+    peak = _peak(hw, *unit)
+    if peak is None:
+        return None
+    a_bytes, b_bytes = operand_bytes(spec.a.dtype, menu), operand_bytes(spec.b.dtype, menu)
+    # block-scale factors (NVFP4) are read beside the data: in the graph they are no tensor of their own
+    scales = (spec.batch * spec.m * spec.k * (a_bytes - spec.a_bytes)
+              + spec.batch * spec.n * spec.k * (b_bytes - spec.b_bytes))
+    n = sm.num  # bound dims as python numbers: the tile model then runs in floats, not sympy
+    dram = dram_bytes - resident + scales
+    if not isinstance(dram, np.ndarray):
+        dram = n(sympy.sympify(dram))
+    return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
+                           peak, hw.efficiency[unit[0]], dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+
+
+def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
+               res: Residency) -> TilePlan | None:
+    unit = _mma_unit(work)
+    if unit is None:
+        return None
+    g = gemm_problem(spec, unit, work.dram_bytes, res.bytes, spec.a.name in res.resident,
+                     spec.b.name in res.resident, hw, menu)
+    if g is None:
+        return None
+    best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
+                   lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
+    if best is None:
+        return None
+    fixed = hw.efficiency["launch_s"] + hw.efficiency["mem_latency_s"]
+    if best.split > 1:
+        fixed = fixed + hw.efficiency["split_k_s"]
+    memory = sm.maximum(best.t_dram, best.t_l2)
+    util = work.flops[unit] / (best.time * g.peak) if unit[0] == TENSOR else None
+    return _plan("gemm", best.name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
+                 memory, fixed, res)
+
+
+def _choose(problem: Any, candidates, reprice) -> Any:
+    """The best candidate for `problem`. With free dims the choice is made on a numeric copy (every free
+    dim at SYMBOLIC_DIM_VALUE) and only the chosen candidate is priced symbolically (`reprice`)."""
+    fields = {k: v for k, v in vars(problem).items() if isinstance(v, sympy.Basic) and v.free_symbols}
+    if not fields:
+        choices = candidates(problem)
+        return _best(choices) if choices else None
+    at = {s: SYMBOLIC_DIM_VALUE for v in fields.values() for s in v.free_symbols}
+    numeric = replace(problem, **{k: sm.num(v.xreplace(at)) for k, v in fields.items()})
+    choices = candidates(numeric)
+    return reprice(_best(choices)) if choices else None
+
+
+def _best(choices: list) -> Any:
+    """The fastest candidate (ties, as among memory-bound tiles, go to the least padded MMA work); with
+    free dims, the fastest at SYMBOLIC_DIM_VALUE (see module doc)."""
+    def value(x: Any) -> float:
+        return _rank(x) if isinstance(x, sympy.Basic) else float(x)
+
+    return min(choices, key=lambda c: (round(value(c.time), 15), value(c.t_compute)))
+
+
+def _plan(kind: str, tile: str | None, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
+          compute: Any, memory: Any, fixed: Any, res: Residency) -> TilePlan:
+    terms = {"compute": fixed + compute, "memory": fixed + memory, "launch": fixed}
+    parts = {"compute": compute, "memory": memory, "launch": fixed}
+    from estimator.price import dominant
+
+    return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
+                    res.bytes_bound)
+
+
+# ---- attention ------------------------------------------------------------------------------------
+
+def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], dram_bytes: Any,
+                      resident: Any, hw: HardwareDescriptor) -> attn_model.Attn | None:
+    """The tile model's view of an attention kernel (see gemm_problem)."""
+    peak = _peak(hw, *unit)
+    if peak is None:
+        return None
+    folded = _always(core.heads, 1)  # a fused group: batch x heads folded into `batch`
+    heads = core.batch if folded else core.heads
+    batch = 1 if folded else core.batch
+    kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
+    # decode: one query row attending to a KV cache (a one-token prefill without cache is a prefill)
+    decode = _always(core.seq_q, 1) and not _always(core.past, 0)
+    n = sm.num
+    dram = dram_bytes - resident
+    if not isinstance(dram, np.ndarray):
+        dram = n(sympy.sympify(dram))
+    return attn_model.Attn(n(batch), n(heads), n(kv_heads), n(core.seq_q), n(core.seq_kv), n(core.dk),
+                           n(core.dv), core.causal, q_bytes, kv_bytes, peak, hw.efficiency[unit[0]],
+                           hw.sfu_ops_per_s, hw.cuda_flops_per_s["fp32"] / 2, decode, dram)
+
+
+def _always(x: Any, value: int) -> bool:
+    """x provably equals value (every element, for an array)."""
+    if isinstance(x, np.ndarray):
+        return bool(np.all(x == value))
+    return bool(sympy.sympify(x) == value)
+
+
+def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
+                    res: Residency) -> TilePlan | None:
+    core, q_bytes, kv_bytes = found
+    unit = _mma_unit(work)
+    if unit is None or unit[0] != TENSOR:
+        return None  # NB: an fp32 attention (CUDA-core MMAs) is priced by the streaming model
+    a = attention_problem(core, q_bytes, kv_bytes, unit, work.dram_bytes, res.bytes, hw)
+    if a is None:
+        return None
+    best = _choose(a, lambda p: attn_model.candidates(p, menu, hwp),
+                   lambda c: next(x for x in attn_model.candidates(a, menu, hwp) if x.name == c.name))
+    eff = hw.efficiency
+    fixed = attn_model.fixed_s(hwp, a.decode) + (eff["split_k_s"] if best.split > 1 else 0)
+    memory = sm.maximum(best.t_dram, best.t_l2)
+    util = work.flops[unit] / (best.time * a.peak)
+    return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
+                 best.t_compute, memory, fixed, res)
+
+
+# ---- everything else -------------------------------------------------------------------------------
+
+def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescriptor) -> tuple:
+    """(compute, memory, fixed, estimate) of the streaming model for Work-like flops and bytes."""
+    from estimator.price import unit_peak
+
+    eff = hw.efficiency
+    times = [f / (unit_peak(hw, u, d) * eff[CUDA if u == ALU else u]) for (u, d), f in flops.items()]
+    compute = sm.maximum(*times) if len(times) > 1 else (times[0] if times else 0)
+    dram = (dram_bytes - resident) / (hw.dram_bytes_per_s * eff["dram"])
+    l2 = dram_bytes / (hw.l2_bytes_per_s * eff["l2"])
+    memory = sm.maximum(dram, l2)
+    fixed = eff["launch_s"] + eff["mem_latency_s"]
+    return compute, memory, fixed, fixed + sm.maximum(compute, memory)
+
+
+def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency) -> TilePlan:
+    compute, memory, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
+    return _plan("stream", None, None, None, None, None, time, compute, memory, fixed, res)

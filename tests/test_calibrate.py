@@ -1,0 +1,64 @@
+"""tools/calibrate.py: its search, its YAML writer, and that it prices rows exactly as the estimator does.
+
+The consistency test reads a few rows of the H100 calibration tables (skipped where they are absent);
+the estimator itself never reads them."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hwdesc
+from estimator.tiling.menu import menu_for
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import calibrate  # noqa: E402
+import validate_kernels  # noqa: E402
+
+DATA = calibrate.DEFAULT_DATA
+needs_data = pytest.mark.skipif(not (DATA / "gemm.csv.gz").exists(), reason="calibration tables absent")
+
+
+def test_nelder_mead_finds_a_quadratic_minimum():
+    x, v = calibrate.nelder_mead(lambda p: (p[0] - 3) ** 2 + (p[1] + 1) ** 2 + 0.5, np.array([0.0, 0.0]),
+                                 step=1.0)
+    assert x == pytest.approx([3, -1], abs=1e-2)
+    assert v == pytest.approx(0.5, abs=1e-4)
+
+
+def test_rounded_keeps_three_significant_digits():
+    assert calibrate.rounded({"a": 0.81934, "b": 1.7649e-6}) == {"a": 0.819, "b": 1.76e-6}
+
+
+def test_write_descriptors_replaces_whole_entries(tmp_path):
+    src = hwdesc.bundled_dir() / "h100-sxm.yaml"
+    (tmp_path / "h100-sxm.yaml").write_text(src.read_text())
+    calibrate.write_descriptors({"tensor": 0.5, "launch_s": 1.23e-6}, tmp_path)
+    hw = hwdesc.load_file(tmp_path / "h100-sxm.yaml")  # still a valid descriptor
+    assert hw.efficiency["tensor"] == 0.5 and hw.efficiency["launch_s"] == 1.23e-6
+    assert hw.sources["efficiency.tensor"] == calibrate.SOURCE
+    block = (tmp_path / "h100-sxm.yaml").read_text().split("\nefficiency:\n")[1]
+    assert block.count("source:") == block.count("value:")  # one source per entry, none left over
+
+
+@needs_data
+@pytest.mark.parametrize("table", ["gemm", "context", "generation"])
+def test_vectorized_pricing_equals_the_estimator(table):
+    """calibrate.py fits what estimate() computes: same kernels, tile choice, residency, time."""
+    hw = hwdesc.load("h100-sxm")
+    menu = menu_for(hw.family)
+    t = calibrate.gemm_table(DATA) if table == "gemm" else calibrate.attention_table(DATA, table)
+    rows = np.random.default_rng(3).choice(len(t.rows["t"]), 12, replace=False)
+    idx = np.zeros(len(t.rows["t"]), bool)
+    idx[rows] = True
+    vectorized = t.times(hw, menu, idx)[idx]
+    one_by_one = []
+    for i in np.flatnonzero(idx):
+        row = {k: v[i] for k, v in validate_kernels.rows_of(DATA, table).items()} if table != "gemm" else \
+            {k: v[i] for k, v in t.rows.items()}
+        model, retype, warm = validate_kernels.model_of(table, row)
+        one_by_one.append(validate_kernels.price(model, hw, retype, warm)[1])
+    assert vectorized == pytest.approx(np.array(one_by_one), rel=1e-6)

@@ -1,0 +1,391 @@
+"""Fit the tile model's efficiency constants on measured H100 kernels and print the fit and its error.
+
+    python tools/calibrate.py [--data ../shared/calibration/h100_sxm] [--arch h100-sxm] [--sample 6000]
+                              [--write]
+
+Tables (see the data's README): bf16 GEMMs, context (prefill) attention and generation (decode) attention
+measured on an H100 SXM. Each row becomes the graph tools/kernel_graphs.py builds for it; the graph of a
+table is imported once with symbolic dims, lowered by the estimator, and its kernels' Work, tile problems
+and tensor sizes are turned into numpy functions of the dims, so that the estimator's own tile model
+(estimator/tiling: gemm.candidates, attention.candidates, plan.stream_time, residency.stack_hits) prices
+every row at once. Inputs are warm (--warm-inputs): the benchmarks rotate weights, not activations.
+
+Two stages, each a Nelder-Mead search (log space for times, logit space for fractions) minimizing the
+sum over tables of the median plus the 90th percentile of |est - meas| / meas (the two figures the
+validation reports), on a seeded sample of rows per table:
+  1. GEMM table: tensor, dram, l2, l2_resident, launch_s, mem_latency_s, split_k_s;
+  2. all three tables, the other GEMM constants fixed: softmax_overlap, attention_cta_s, attention_step_s,
+     attention_prefill_s, attention_decode_s, and l2 again (shared by every kernel, and barely
+     constrained by GEMMs alone).
+The constants are printed rounded to 3 significant digits and the residuals are computed with those
+rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
+bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
+fitting). The estimator never reads these tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import sympy
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import kernel_graphs  # noqa: E402
+
+import hwdesc  # noqa: E402
+from estimator.frontends.onnx_import import import_model  # noqa: E402
+from estimator.ir import dim  # noqa: E402
+from estimator.kernel import CostCache, lower  # noqa: E402
+from estimator.tiling import attention as attn_model  # noqa: E402
+from estimator.tiling import gemm as gemm_model  # noqa: E402
+from estimator.tiling import plan as tplan  # noqa: E402
+from estimator.tiling.menu import menu_for  # noqa: E402
+from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel  # noqa: E402
+from estimator.tiling.residency import boundary, resident_bytes, stack_hits  # noqa: E402
+from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
+GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s")
+ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
+                  "attention_decode_s")
+FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap")
+START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
+         "mem_latency_s": 1e-6, "split_k_s": 2e-6, "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
+         "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6}
+
+
+# ---- tables ---------------------------------------------------------------------------------------
+
+def read_table(path: Path) -> dict[str, np.ndarray]:
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    cols = {}
+    for key in rows[0]:
+        values = [r[key] for r in rows]
+        try:
+            cols[key] = np.array([float(v) for v in values])
+        except ValueError:
+            cols[key] = np.array(values)
+    cols["t"] = cols.pop("latency_ms") * 1e-3
+    return cols
+
+
+def select(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+# ---- a table's graph as numpy functions -------------------------------------------------------------
+
+@dataclass
+class KernelFns:
+    reads: list[str]
+    writes: list[str]
+    flops: dict  # (unit, dtype) -> fn(dims)
+    dram: object  # fn(dims)
+    kind: str  # "gemm", "attention", "stream"
+    spec: object = None  # GemmSpec / Core template, fields as fns
+    unit: tuple = ()
+    q_bytes: float = 0.0
+    kv_bytes: float = 0.0
+
+
+def _fn(expr, symbols):
+    f = sympy.lambdify(symbols, sympy.sympify(expr), "numpy")
+    return lambda values: np.broadcast_to(np.asarray(f(*values), dtype=float), values[0].shape)
+
+
+class Template:
+    """A table's graph, imported once with symbolic dims and lowered as the CLI would."""
+
+    def __init__(self, model, dim_names: tuple[str, ...], fp8: tuple[str, ...] = ()):
+        graph = import_model(model)
+        graph = kernel_graphs.retype(graph, fp8)
+        graph = Pipeline.parse(pipeline_for(DEFAULT_STRATEGY)).run(graph)
+        self.graph = graph
+        self.symbols = [dim(n) for n in dim_names]
+        kernels = lower(graph, CostCache(graph)).kernels
+        self.sizes = {}
+        self.kernels = []
+        for k in kernels:
+            reads, writes = boundary(graph, k)
+            for t in (*reads, *writes):
+                if t not in self.sizes and graph.tensors[t].shape is not None:
+                    self.sizes[t] = _fn(graph.tensors[t].nbytes, self.symbols)
+            fns = KernelFns(reads, writes, {u: _fn(v, self.symbols) for u, v in k.work.flops.items()},
+                            _fn(k.work.dram_bytes, self.symbols), "stream")
+            spec = gemm_of_kernel(graph, k)
+            found = attention_of_kernel(graph, k) if spec is None else None
+            if spec is not None:
+                fns.kind, fns.unit = "gemm", tplan._mma_unit(k.work)
+                fns.spec = (spec, {f: _fn(getattr(spec, f), self.symbols) for f in ("batch", "m", "n", "k")})
+            elif found is not None:
+                core, fns.q_bytes, fns.kv_bytes = found
+                fns.kind, fns.unit = "attention", tplan._mma_unit(k.work)
+                fields = ("batch", "heads", "seq_q", "seq_new", "past", "dk", "dv")
+                fns.spec = (core, {f: _fn(getattr(core, f), self.symbols) for f in fields},
+                            _fn(core.kv_heads if core.kv_heads is not None else core.heads, self.symbols))
+            self.kernels.append(fns)
+        self.warm = [t for t in graph.inputs if not graph.tensors[t].is_weight]
+
+    def times(self, values: list[np.ndarray], hw, menu, weights_cold: tuple[str, ...] = ()) -> np.ndarray:
+        """Estimated time of every row (sum over the graph's kernels), as the estimator computes it."""
+        sizes = {t: f(values) for t, f in self.sizes.items()}
+        accesses = [(k.reads, k.writes) for k in self.kernels]
+        warm = [t for t in self.warm if t not in weights_cold]
+        hits = stack_hits(accesses, sizes, hw.l2_bytes * hw.efficiency["l2_resident"], warm)
+        hwp = tplan.hw_params(hw)
+        total = np.zeros(values[0].shape)
+        for k, hit in zip(self.kernels, hits, strict=True):
+            resident = resident_bytes(hit, sizes) + np.zeros(values[0].shape)
+            dram = k.dram(values)
+            if k.kind == "gemm":
+                spec, f = k.spec
+                arr = GemmSpec(spec.node, *(f[x](values) for x in ("batch", "m", "n", "k")), spec.a, spec.b,
+                               spec.c)
+                a_l2 = hit.get(spec.a.name, False) + np.zeros(values[0].shape, bool)
+                b_l2 = hit.get(spec.b.name, False) + np.zeros(values[0].shape, bool)
+                g = tplan.gemm_problem(arr, k.unit, dram, resident, a_l2, b_l2, hw, menu)
+                cands = gemm_model.candidates(g, menu, hwp)
+            elif k.kind == "attention":
+                core, f, kvh = k.spec
+                arr = replace(core, **{x: fn(values) for x, fn in f.items()}, kv_heads=kvh(values))
+                a = tplan.attention_problem(arr, k.q_bytes, k.kv_bytes, k.unit, dram, resident, hw)
+                cands = attn_model.candidates(a, menu, hwp)
+            else:
+                flops = {u: fn(values) for u, fn in k.flops.items()}
+                total = total + tplan.stream_time(flops, dram, resident, hw)[3]
+                continue
+            times = np.stack([np.broadcast_to(c.time, values[0].shape) for c in cands])
+            total = total + times.min(axis=0)
+        return total
+
+
+# ---- the three tables -----------------------------------------------------------------------------
+
+@dataclass
+class Table:
+    name: str
+    rows: dict
+    parts: list  # (row mask, Template, dim value arrays)
+    regimes: list  # (label, mask)
+    cold: tuple[str, ...] = ()
+
+    def times(self, hw, menu, idx=None) -> np.ndarray:
+        n = len(self.rows["t"])
+        out = np.zeros(n)
+        for mask, template, values in self.parts:
+            sel = mask if idx is None else mask & idx
+            if sel.any():
+                out[sel] = template.times([v[sel] for v in values], hw, menu, self.cold)
+        return out
+
+
+def gemm_table(data: Path, dtype: str = "bfloat16") -> Table:
+    rows = read_table(data / "gemm.csv.gz")
+    rows = select(rows, rows["dtype"] == dtype)
+    t = Template(kernel_graphs.gemm("m", "n", "k", weight_initializer=False), ("m", "n", "k"))
+    m = rows["m"]
+    regimes = [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
+    return Table(f"gemm {dtype}", rows, [(np.ones(len(m), bool), t, [rows["m"], rows["n"], rows["k"]])],
+                 regimes, cold=("w",))
+
+
+def attention_table(data: Path, which: str) -> Table:
+    rows = read_table(data / f"{which}_attention.csv.gz")
+    parts = []
+    for adt in np.unique(rows["attn_dtype"]):
+        for kvdt in np.unique(rows["kv_cache_dtype"]):
+            mask = (rows["attn_dtype"] == adt) & (rows["kv_cache_dtype"] == kvdt)
+            if not mask.any():
+                continue
+            fp8 = kernel_graphs.fp8_tensors(which, str(adt), str(kvdt))
+            if which == "context":
+                model = kernel_graphs.context_attention("b", "s", "h", "kv", "d")
+                values = [rows["batch_size"], rows["isl"], rows["num_heads"], rows["num_key_value_heads"],
+                          rows["head_dim"]]
+                names = ("b", "s", "h", "kv", "d")
+            else:
+                model = kernel_graphs.generation_attention("b", "step", "h", "kv", "d")
+                values = [rows["batch_size"], rows["step"], rows["num_heads"], rows["num_key_value_heads"],
+                          rows["head_dim"]]
+                names = ("b", "step", "h", "kv", "d")
+            parts.append((mask, Template(model, names, fp8), values))
+    if which == "context":
+        s = rows["isl"]
+        regimes = [("isl <= 1024", s <= 1024), ("isl > 1024", s > 1024)]
+    else:
+        s = rows["step"]
+        regimes = [("step < 1024", s < 1024), ("step >= 1024", s >= 1024)]
+    # The benchmark's KV cache is not kept warm in L2 (rows of 40-80 MB of cache run at ~1.5 TB/s, below
+    # DRAM speed): only the new activations are warm.
+    return Table(f"{which} attention", rows, parts, regimes, cold=("past_key", "past_value"))
+
+
+# ---- fitting --------------------------------------------------------------------------------------
+
+def nelder_mead(f, x0: np.ndarray, step: float = 0.2, iters: int = 400, tol: float = 1e-6):
+    """Minimize f from x0 (a small, dependency-free Nelder-Mead)."""
+    pts = [np.array(x0, float)] + [np.array(x0, float) + step * np.eye(len(x0))[i] for i in range(len(x0))]
+    vals = [f(p) for p in pts]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        pts, vals = [pts[i] for i in order], [vals[i] for i in order]
+        if vals[-1] - vals[0] < tol:
+            break
+        c = np.mean(pts[:-1], axis=0)
+        xr = c + (c - pts[-1])
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = c + 2 * (c - pts[-1])
+            fe = f(xe)
+            pts[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            pts[-1], vals[-1] = xr, fr
+        else:
+            xc = c + 0.5 * (pts[-1] - c)
+            fc = f(xc)
+            if fc < vals[-1]:
+                pts[-1], vals[-1] = xc, fc
+            else:
+                pts = [pts[0]] + [pts[0] + 0.5 * (p - pts[0]) for p in pts[1:]]
+                vals = [vals[0]] + [f(p) for p in pts[1:]]
+    i = int(np.argmin(vals))
+    return pts[i], vals[i]
+
+
+def with_constants(hw, consts: dict):
+    eff = dict(hw.efficiency)
+    eff.update(consts)
+    return replace(hw, efficiency=MappingProxyType(eff))
+
+
+def loss(tables: list[tuple[Table, np.ndarray]], hw, menu) -> float:
+    total = 0.0
+    for table, idx in tables:
+        est = table.times(hw, menu, idx)[idx]
+        err = np.abs(est / table.rows["t"][idx] - 1)
+        total += float(np.median(err) + np.percentile(err, 90))
+    return total
+
+
+def fit(keys: tuple[str, ...], tables, hw, menu, consts: dict) -> dict:
+    """Search in log space (times) and logit space (fractions, kept inside (0, 1) without a flat clamp)."""
+    def unpack(x):
+        out = dict(consts)
+        for key, v in zip(keys, x, strict=True):
+            out[key] = float(1 / (1 + np.exp(-v))) if key in FRACTIONS else float(np.exp(v))
+        return out
+
+    def pack(key: str) -> float:
+        v = consts[key]
+        if key in FRACTIONS:
+            v = min(max(v, 1e-3), 0.995)
+            return float(np.log(v / (1 - v)))
+        return float(np.log(v))
+
+    x = np.array([pack(k) for k in keys])
+    for step in (0.3, 0.1):  # a restart from the best point with a smaller simplex
+        x, _ = nelder_mead(lambda x: loss(tables, with_constants(hw, unpack(x)), menu), x, step=step)
+    return unpack(x)
+
+
+def rounded(consts: dict) -> dict:
+    return {k: float(f"{v:.3g}") for k, v in consts.items()}
+
+
+def sample(n: int, size: int, seed: int) -> np.ndarray:
+    idx = np.zeros(n, bool)
+    idx[np.random.default_rng(seed).choice(n, min(size, n), replace=False)] = True
+    return idx
+
+
+def residuals(table: Table, hw, menu) -> list[str]:
+    est = table.times(hw, menu)
+    err = est / table.rows["t"] - 1
+    lines = [f"{table.name}: {len(err)} rows"]
+    for label, mask in [*table.regimes, ("all", np.ones(len(err), bool))]:
+        e = np.abs(err[mask])
+        lines.append(f"  {label:<16} n={mask.sum():>6}  median |err| {100 * np.median(e):5.1f}%  "
+                     f"p90 {100 * np.percentile(e, 90):5.1f}%  "
+                     f"median signed {100 * np.median(err[mask]):+5.1f}%")
+    return lines
+
+
+# ---- writing the descriptors ----------------------------------------------------------------------
+
+SOURCE = "tools/calibrate.py, fitted on the H100 SXM tables; the same on every GPU"
+
+
+def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
+    """Set `efficiency.<key>` to {value, source} in every GPU descriptor of `directory` (default: the
+    bundled ones); the whole entry is replaced: value, source, confidence and note lines."""
+    done = []
+    for path in sorted((directory or hwdesc.bundled_dir()).glob("*.yaml")):
+        text = path.read_text()
+        if "\nefficiency:\n" not in text:
+            continue
+        head, _, block = text.partition("\nefficiency:\n")
+        for key, value in consts.items():
+            entry = f"  {key}:\n    value: {value:.3g}\n    source: \"{SOURCE}\"\n"
+            found = re.search(rf"(?m)^  {key}:\n(?:    .*\n|      .*\n)*", block)
+            if found:
+                block = block[:found.start()] + entry + block[found.end():]
+            else:
+                block = block.rstrip("\n") + "\n" + entry
+        path.write_text(head + "\nefficiency:\n" + block)
+        done.append(path.name)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--arch", default="h100-sxm")
+    ap.add_argument("--sample", type=int, default=6000, help="rows per table used by the search")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--write", action="store_true", help="write the fitted constants into hwdesc/*.yaml")
+    ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
+    args = ap.parse_args(argv)
+
+    hw = hwdesc.load(args.arch)
+    menu = menu_for(hw.family)
+    gemm = gemm_table(args.data)
+    ctx = attention_table(args.data, "context")
+    gen = attention_table(args.data, "generation")
+    consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
+    if not args.no_fit:
+        gemm_rows = sample(len(gemm.rows["t"]), args.sample, args.seed)
+        consts = fit(GEMM_KEYS, [(gemm, gemm_rows)], hw, menu, consts)
+        consts = rounded(consts)
+        # stage 2: the attention constants, and `l2` again, now against every table (the L2 efficiency
+        # is shared by every kernel; GEMMs alone barely constrain it)
+        every = [(gemm, gemm_rows)] + [(t, sample(len(t.rows["t"]), args.sample, args.seed))
+                                       for t in (ctx, gen)]
+        consts = fit((*ATTENTION_KEYS, "l2"), every, with_constants(hw, consts), menu, consts)
+        consts = rounded(consts)
+    fitted = with_constants(hw, consts)
+    what = "in the descriptor (--no-fit)" if args.no_fit else f"fitted on {args.data}"
+    print(f"# efficiency constants {what} ({hw.name}, {hw.family})")
+    for key in (*GEMM_KEYS, *ATTENTION_KEYS):
+        print(f"{key}: {consts[key]:.3g}")
+    print("\n# residuals |estimate - measured| / measured, every row, warm inputs")
+    for table in (gemm, ctx, gen):
+        print("\n".join(residuals(table, fitted, menu)))
+    if args.write:
+        print("wrote " + ", ".join(write_descriptors(consts)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
+
+    python tools/validate_kernels.py --data ../shared/calibration/h100_sxm --arch h100-sxm [--warm-inputs]
+                                     [--tables gemm,fp8,context,generation] [--sample N] [--json OUT]
+
+Every row becomes the ONNX graph tools/kernel_graphs.py builds for it (a MatMul y = x . W^T with W an
+initializer; RoPE + opset-23 Attention for context attention; Attention over a KV cache for generation),
+and runs through `estimator.estimate.estimate` as the CLI would (default fusion strategy, tiling on), in
+one process. The bound and the estimate of a row are the sums over its graph's kernels.
+
+Reported, per table and regime (GEMM: m <= 64, 64 < m <= 1024, m > 1024; attention: short and long
+sequences): bound violations (measured below the bound: the model is wrong there), and
+|estimate - measured| / measured as median and 90th percentile. fp8 GEMM rows (per-tensor `fp8` and
+1x128 block-scaled `fp8_block`) time the activation's quantization too (a QuantizeLinear kernel is in
+their graph) and are reported on their own.
+
+`--warm-inputs`: activations start resident in L2 when they fit, as in the benchmarks (which rotate
+weights, not activations). The KV cache of generation rows is never warm: those tables do not keep it in
+L2 (tools/calibrate.py). `--sample N` prices a seeded sample of N rows per table (the full tables take
+~15 minutes on one core).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import kernel_graphs  # noqa: E402
+from calibrate import DEFAULT_DATA, read_table, select  # noqa: E402
+
+import hwdesc  # noqa: E402
+from estimator.estimate import estimate  # noqa: E402
+from estimator.frontends.onnx_import import import_model  # noqa: E402
+from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
+
+NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
+
+
+def fp8_gemm(m: int, n: int, k: int, block: int) -> tuple:
+    """QuantizeLinear(x) (per-tensor, or 1 x `block` scales) then MatMul with an fp8 weight."""
+    info = helper.make_tensor_value_info
+    x, y = info("x", TensorProto.BFLOAT16, [m, k]), info("y", TensorProto.BFLOAT16, [m, n])
+    inits = [kernel_graphs._external("w", [k, n], TensorProto.FLOAT8E4M3FN)]
+    attrs = {"axis": 1, "block_size": block} if block else {}
+    inits.append(kernel_graphs._external("x_scale", [m, k // block] if block else [], TensorProto.FLOAT))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", **attrs),
+             helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
+    model = kernel_graphs._model(nodes, [x], [y], inits)
+    return model, {"xq": "fp8e4m3", "y": "bf16"}
+
+
+def price(model, hw, retype: dict, warm) -> tuple[float, float]:
+    graph = import_model(model)
+    for dtype in set(retype.values()):
+        graph = kernel_graphs.retype(graph, tuple(n for n, d in retype.items() if d == dtype), dtype)
+    r = estimate(graph, hw, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, warm_inputs=warm)
+    return float(r.totals["bound_s"]), float(r.totals["estimate_s"])
+
+
+def rows_of(data: Path, table: str) -> dict:
+    if table in ("gemm", "fp8"):
+        rows = read_table(data / "gemm.csv.gz")
+        keep = rows["dtype"] == "bfloat16" if table == "gemm" else rows["dtype"] != "bfloat16"
+        return select(rows, keep)
+    return read_table(data / f"{table}_attention.csv.gz")
+
+
+def model_of(table: str, row: dict) -> tuple:
+    """(model, {tensor: dtype to re-type to}, names of the warm inputs or True)."""
+    i = {k: int(v) for k, v in row.items() if isinstance(v, (float, np.floating)) and k != "t"}
+    if table == "gemm":
+        return kernel_graphs.gemm(i["m"], i["n"], i["k"]), {}, True
+    if table == "fp8":
+        block = 128 if row["dtype"] == "fp8_block" else 0
+        model, retype = fp8_gemm(i["m"], i["n"], i["k"], block)
+        return model, retype, True
+    names = kernel_graphs.fp8_tensors(table, str(row["attn_dtype"]), str(row["kv_cache_dtype"]))
+    retype = dict.fromkeys(names, "fp8e4m3")
+    if table == "context":
+        model = kernel_graphs.context_attention(i["batch_size"], i["isl"], i["num_heads"],
+                                                i["num_key_value_heads"], i["head_dim"])
+        return model, retype, True
+    model = kernel_graphs.generation_attention(i["batch_size"], i["step"], i["num_heads"],
+                                               i["num_key_value_heads"], i["head_dim"])
+    return model, retype, ("q", "k", "v")  # the KV cache is not warm in these benchmarks
+
+
+def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
+    if table == "gemm":
+        m = rows["m"]
+        return [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
+    if table == "fp8":
+        return [(f"{d}", rows["dtype"] == d) for d in np.unique(rows["dtype"])]
+    if table == "context":
+        return [("isl <= 1024", rows["isl"] <= 1024), ("isl > 1024", rows["isl"] > 1024)]
+    return [("step < 1024", rows["step"] < 1024), ("step >= 1024", rows["step"] >= 1024)]
+
+
+def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
+    err = np.abs(est - meas) / meas
+    ratio = meas / bound
+    return {"rows": int(len(meas)), "median_err": float(np.median(err)),
+            "p90_err": float(np.percentile(err, 90)),
+            "median_signed": float(np.median((est - meas) / meas)),
+            "violations": int(np.sum(ratio < 1)), "violations_beyond_noise": int(np.sum(ratio < 1 - NOISE)),
+            "worst_measured_over_bound": float(ratio.min())}
+
+
+def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict:
+    rows = rows_of(data, table)
+    n = len(rows["t"])
+    idx = np.arange(n)
+    if sample and sample < n:
+        idx = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
+    rows = {k: v[idx] for k, v in rows.items()}
+    bound, est = np.zeros(len(idx)), np.zeros(len(idx))
+    start = time.time()
+    cache: dict[tuple, tuple[float, float]] = {}  # one estimate per distinct shape and dtypes
+    for j in range(len(idx)):
+        row = {k: v[j] for k, v in rows.items()}
+        key = tuple(v for k, v in sorted(row.items()) if k != "t")
+        if key not in cache:
+            model, retype, warm_names = model_of(table, row)
+            cache[key] = price(model, hw, retype, warm_names if warm else False)
+        bound[j], est[j] = cache[key]
+    meas = rows["t"]
+    out = {"table": table, "sampled": bool(sample and sample < n), "rows_in_table": n,
+           "seconds": round(time.time() - start, 1), "all": summarize(meas, bound, est), "regimes": {}}
+    for label, mask in regimes(table, rows):
+        if mask.any():
+            out["regimes"][label] = summarize(meas[mask], bound[mask], est[mask])
+    return out
+
+
+def show(result: dict) -> list[str]:
+    head = (f"{result['table']}: {result['all']['rows']} rows"
+            + (f" (seeded sample of {result['rows_in_table']})" if result["sampled"] else "")
+            + f", {result['seconds']} s")
+    lines = [head, f"  {'regime':<16} {'rows':>6} {'median':>7} {'p90':>7} {'signed':>7} "
+                   f"{'viol.':>6} {'>3%':>5} {'worst meas/bound':>17}"]
+    for label, s in [*result["regimes"].items(), ("all", result["all"])]:
+        lines.append(f"  {label:<16} {s['rows']:>6} {100 * s['median_err']:>6.1f}% "
+                     f"{100 * s['p90_err']:>6.1f}% {100 * s['median_signed']:>+6.1f}% {s['violations']:>6} "
+                     f"{s['violations_beyond_noise']:>5} {s['worst_measured_over_bound']:>17.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--arch", default="h100-sxm")
+    ap.add_argument("--warm-inputs", action="store_true")
+    ap.add_argument("--tables", default="gemm,fp8,context,generation")
+    ap.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = ap.parse_args(argv)
+    hw = hwdesc.load(args.arch)
+    results = []
+    for table in args.tables.split(","):
+        result = run_table(table.strip(), args.data, hw, args.warm_inputs, args.sample, args.seed)
+        results.append(result)
+        print("\n".join(show(result)), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"arch": hw.name, "warm_inputs": args.warm_inputs, "tables": results},
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
