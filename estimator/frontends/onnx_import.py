@@ -6,6 +6,8 @@ memory of its graph. Every source op becomes a Node, unknown ops included; the f
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import os
 from collections.abc import Iterable
@@ -122,11 +124,29 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         raise FrontendError(f"shape inference failed: {str(exc).splitlines()[0]}") from None
 
 
+@functools.lru_cache(maxsize=1)
+def _ssi_class():
+    """onnxruntime's SymbolicShapeInference, loaded from its file: importing it as
+    `onnxruntime.tools.symbolic_shape_infer` runs the package's __init__, which imports torch whenever torch
+    is installed (hundreds of MB and a second of start-up for a module that needs only onnx and numpy).
+    Works the same with onnxruntime-gpu, which ships the same file."""
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("onnxruntime is not installed")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "tools", "symbolic_shape_infer.py")
+    mod_spec = importlib.util.spec_from_file_location("_estimator_symbolic_shape_infer", path)
+    if mod_spec is None or mod_spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module.SymbolicShapeInference
+
+
 def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+    SymbolicShapeInference = _ssi_class()  # noqa: N806 - onnxruntime's class
 
     logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.ERROR)
-    logging.getLogger("symbolic_shape_infer").setLevel(logging.ERROR)
+    logging.getLogger("_estimator_symbolic_shape_infer").setLevel(logging.ERROR)
     # The public infer_shapes() writes a temp file into the CWD when inference is incomplete and then
     # raises; run its steps here instead and keep the partial result (onnx fills what it can after).
     ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
