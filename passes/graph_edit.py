@@ -122,9 +122,10 @@ def boundary(graph: Graph, names: set[str]) -> tuple[list[str], list[str]]:
             if t and t not in produced and t not in inputs:
                 inputs.append(t)
     outside = set(graph.outputs)
-    for n in graph.nx.nodes:
-        if n not in names:
-            outside.update(t for t in graph.node(n).inputs if t in produced)
+    for n in names:  # readers outside the group sit on the producer -> consumer edges
+        for succ in graph.nx.successors(n):
+            if succ not in names:
+                outside.update(t for t in graph.node(succ).inputs if t in produced)
     outputs = [t for n in order for t in graph.node(n).outputs if t in outside]
     return inputs, outputs
 
