@@ -223,3 +223,19 @@ def merge_heads(b: GraphBuilder, x: str, width: int) -> str:
     """[batch, heads, seq, head_dim] -> [batch, seq, heads*head_dim]."""
     y = b.op("Transpose", x, perm=[0, 2, 1, 3])
     return b.op("Reshape", y, b.const([0, 0, width]))
+
+
+def decoder_inputs(b: GraphBuilder, num_layers: int, kv_heads: int, head_dim: int, decode: bool):
+    """input_ids [batch, seq] (prefill) or [batch, 1] (decode), the per-layer past K/V inputs of a decode
+    step ([batch, kv_heads, past_seq, head_dim], named as HF names them) and the present K/V dims."""
+    kv_dims = ["batch", kv_heads, "past_seq", head_dim]
+    present_dims = ["batch", kv_heads, "past_seq + 1" if decode else "seq", head_dim]
+    input_ids = b.input("input_ids", INT64, ["batch", 1 if decode else "seq"])
+    pasts = []
+    if decode:
+        for i in range(num_layers):
+            pasts.append((
+                b.input(f"past_key_values.{i}.key", FLOAT, kv_dims),
+                b.input(f"past_key_values.{i}.value", FLOAT, kv_dims),
+            ))
+    return input_ids, pasts, present_dims

@@ -17,9 +17,9 @@ import onnx
 
 from models._builder import (
     FLOAT,
-    INT64,
     MASK_FILL,
     GraphBuilder,
+    decoder_inputs,
     layer_norm,
     linear,
     merge_heads,
@@ -64,17 +64,7 @@ def build(name: str, cfg: GPT2Config, mode: str, weights: str | None = None) -> 
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     b = GraphBuilder(name, weights or cfg.weights)
     decode = mode == "decode"
-    kv_dims = ["batch", cfg.num_heads, "past_seq", cfg.head_dim]
-    present_dims = ["batch", cfg.num_heads, "past_seq + 1" if decode else "seq", cfg.head_dim]
-
-    input_ids = b.input("input_ids", INT64, ["batch", 1 if decode else "seq"])
-    pasts = []
-    if decode:
-        for i in range(cfg.num_layers):
-            pasts.append((
-                b.input(f"past_key_values.{i}.key", FLOAT, kv_dims),
-                b.input(f"past_key_values.{i}.value", FLOAT, kv_dims),
-            ))
+    input_ids, pasts, present_dims = decoder_inputs(b, cfg.num_layers, cfg.num_heads, cfg.head_dim, decode)
 
     with b.scope("transformer"):
         past_len = b.scalar_dim(pasts[0][0], 2) if decode else b.const(0)

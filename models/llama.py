@@ -17,9 +17,9 @@ import onnx
 
 from models._builder import (
     FLOAT,
-    INT64,
     MASK_FILL,
     GraphBuilder,
+    decoder_inputs,
     linear,
     merge_heads,
     position_ids,
@@ -77,17 +77,7 @@ def build(name: str, cfg: LlamaConfig, mode: str, weights: str | None = None) ->
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     b = GraphBuilder(name, weights or cfg.weights)
     decode = mode == "decode"
-    kv_dims = ["batch", cfg.num_kv_heads, "past_seq", cfg.head_dim]
-    present_dims = ["batch", cfg.num_kv_heads, "past_seq + 1" if decode else "seq", cfg.head_dim]
-
-    input_ids = b.input("input_ids", INT64, ["batch", 1 if decode else "seq"])
-    pasts = []
-    if decode:
-        for i in range(cfg.num_layers):
-            pasts.append((
-                b.input(f"past_key_values.{i}.key", FLOAT, kv_dims),
-                b.input(f"past_key_values.{i}.value", FLOAT, kv_dims),
-            ))
+    input_ids, pasts, present_dims = decoder_inputs(b, cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, decode)
 
     with b.scope("model"):
         x = b.op("Gather", b.weight("model.embed_tokens.weight", [cfg.vocab, cfg.hidden]), input_ids)
