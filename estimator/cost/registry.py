@@ -81,25 +81,24 @@ class OpView:
     def attr(self, name: str, default: Any = None) -> Any:
         return self.node.attrs.get(name, default)
 
+    def _shaped(self, tensors: tuple[Tensor | None, ...], i: int, what: str) -> Tensor:
+        t = tensors[i] if i < len(tensors) else None
+        if t is None:
+            raise CostError(f"{self.op_type}: {what} {i} is missing")
+        if t.shape is None:
+            raise CostError(f"{self.op_type}: {what} {t.name!r} has no shape")
+        return t
+
     def input(self, i: int) -> Tensor:
         """Input i with a known shape; CostError if it is absent or unshaped."""
-        t = self.inputs[i] if i < len(self.inputs) else None
-        if t is None:
-            raise CostError(f"{self.op_type}: input {i} is missing")
-        if t.shape is None:
-            raise CostError(f"{self.op_type}: input {t.name!r} has no shape")
-        return t
+        return self._shaped(self.inputs, i, "input")
 
     def has_input(self, i: int) -> bool:
         return i < len(self.inputs) and self.inputs[i] is not None
 
     def output(self, i: int = 0) -> Tensor:
-        t = self.outputs[i] if i < len(self.outputs) else None
-        if t is None:
-            raise CostError(f"{self.op_type}: output {i} is missing")
-        if t.shape is None:
-            raise CostError(f"{self.op_type}: output {t.name!r} has no shape")
-        return t
+        """Output i with a known shape; CostError if it is absent or unshaped."""
+        return self._shaped(self.outputs, i, "output")
 
 
 CostFn = Callable[[OpView], Work]

@@ -57,30 +57,24 @@ def ceil_div(a: Any, b: Any) -> Any:
     return ceil(num(a) / num(b))
 
 
-def maximum(*xs: Any) -> Any:
+def _extreme(xs: tuple, np_fn, sym_fn, py_fn) -> Any:
+    """Elementwise max/min over numbers, numpy arrays or sympy expressions alike."""
     xs = tuple(num(x) for x in xs)
     kind = _kind(*xs)
     if kind == "np":
         out = xs[0]
         for x in xs[1:]:
-            out = np.maximum(out, x)
+            out = np_fn(out, x)
         return out
-    if kind == "sym":
-        return sympy.Max(*xs)
-    return max(xs)
+    return sym_fn(*xs) if kind == "sym" else py_fn(xs)
+
+
+def maximum(*xs: Any) -> Any:
+    return _extreme(xs, np.maximum, sympy.Max, max)
 
 
 def minimum(*xs: Any) -> Any:
-    xs = tuple(num(x) for x in xs)
-    kind = _kind(*xs)
-    if kind == "np":
-        out = xs[0]
-        for x in xs[1:]:
-            out = np.minimum(out, x)
-        return out
-    if kind == "sym":
-        return sympy.Min(*xs)
-    return min(xs)
+    return _extreme(xs, np.minimum, sympy.Min, min)
 
 
 def where(cond: Any, a: Any, b: Any) -> Any:
