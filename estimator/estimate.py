@@ -106,7 +106,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
             k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            timings[k.signature] = price(k.work, hw, plan)
+            timings[k.signature] = price(k.work, hw, plan, k.kind, k.op)
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
                   "custom")

@@ -26,6 +26,10 @@ peak (see host_bench).
   run back to back as a model runs them: per-op wall time = overhead + bytes / rate (see
   host_bench.chain_fit). The overhead is added to every kernel's estimate; `efficiency.min_kernel_s` is
   then only a placeholder (10 ns).
+- `kernel_classes`: per kernel kind (and for op types whose runtime kernel is far off their kind's,
+  e.g. Where) the fraction of the roofline reached and a per-op cost, fitted on a calibration network's
+  profile (estimator/host_classes.py). They replace the per-unit efficiencies above for kernels of a
+  listed class; those stay for the rest (attention, conv, ...).
 """
 
 from __future__ import annotations
@@ -33,9 +37,10 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
-from estimator import host_bench
+from estimator import host_bench, host_classes
 from estimator.host_bench import HostFigures, Settings
 
 HOST = "host"
@@ -61,12 +66,23 @@ def resolve_arch(arch: str, settings: Settings = host_bench.FULL) -> str:
 
 
 def calibrate(path: str | os.PathLike[str], settings: Settings = host_bench.FULL) -> Path:
-    """Measure this host and write its descriptor YAML to `path` (folders created); returns the path."""
+    """Measure this host and write its descriptor YAML to `path` (folders created); returns the path.
+
+    Two steps: the peaks and per-unit efficiencies (host_bench), then the kernel classes, fitted against
+    the bounds of a provisional descriptor made of the first step's figures."""
+    import yaml
+
+    from estimator.validate import profiler_overhead
+    from hwdesc.schema import validate
+
     figures = host_bench.measure(settings)
+    provisional = validate(yaml.safe_load(descriptor_yaml(figures, settings)), "<host, provisional>")
+    classes = host_classes.fit_classes(provisional, settings.class_sizes, settings.class_layers,
+                                       max(settings.runs // 3, 3), profiler_overhead("cpu", "disable_all"))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
-    tmp.write_text(descriptor_yaml(figures, settings), encoding="utf-8")
+    tmp.write_text(descriptor_yaml(figures, settings, classes), encoding="utf-8")
     tmp.replace(out)  # atomic: a concurrent reader sees the old file or the new one, never half of one
     return out
 
@@ -134,8 +150,10 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', "'") + '"'
 
 
-def descriptor_yaml(f: HostFigures, settings: Settings) -> str:
-    """The descriptor text: hwdesc's format, with a `source` per figure and the CPU notes as comments."""
+def descriptor_yaml(f: HostFigures, settings: Settings,
+                    classes: Mapping[str, host_classes.ClassFit] | None = None) -> str:
+    """The descriptor text: hwdesc's format, with a `source` per figure and the CPU notes as comments;
+    `classes` (host_classes.fit_classes) become its `kernel_classes`."""
     import onnxruntime
 
     quick = " (quick settings)" if settings == host_bench.QUICK else ""
@@ -199,4 +217,17 @@ def descriptor_yaml(f: HostFigures, settings: Settings) -> str:
         "nvlink_bytes_per_s:\n  value: null\n  source: \"a host CPU has no NVLink\"",
         "efficiency:\n" + "\n".join(f"  {k}:\n{v}" for k, v in efficiency.items()),
     ]
+    if classes:
+        sizes = ", ".join(f"{t}x{w}" for t, w in settings.class_sizes)
+        fitted = (f"{by}: least squares on the profile of a calibration network (estimator/host_classes.py, "
+                  f"{settings.class_layers} blocks at tokens x width {sizes})")
+        entries = []
+        for name, c in classes.items():
+            how = f"{fitted}; {c.points} nodes, median fit error {c.median_abs_error:.0%}"
+            lines = [f"  {name}:", "    roofline:", _fig(c.roofline, how, indent=6)]
+            if c.op_overhead_s > 0:
+                lines += ["    op_overhead_s:", _fig(c.op_overhead_s, fitted, indent=6)]
+            entries.append("\n".join(lines))
+        sections.append("# estimate_s = bound_s / roofline + op_overhead_s for kernels of these classes\n"
+                        "kernel_classes:\n" + "\n".join(entries))
     return "\n".join(sections) + "\n"

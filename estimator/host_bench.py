@@ -53,11 +53,14 @@ class Settings:
     chain_numels: tuple[int, ...]  # Add sizes of the chains that fit the per-op overhead and rate
     chain_length: int
     runs: int
+    class_sizes: tuple[tuple[int, int], ...] = ((64, 64), (256, 256))  # (tokens, width) of the class fits
+    class_layers: int = 2  # blocks per calibration network (estimator/host_classes.py)
 
 
 QUICK = Settings((256, 512), (256 * 1024, 1 << 20), 8 << 20, 256 * 1024, (4096, 65536, 262144), 24, 5)
 FULL = Settings((512, 1024), (256 * 1024, 512 * 1024, 1 << 20), 16 << 20, 1 << 20,
-                (4096, 16384, 65536, 262144), 48, 15)
+                (4096, 16384, 65536, 262144), 48, 15,
+                ((64, 64), (256, 64), (64, 256), (256, 256), (128, 768)), 3)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,9 @@ bound_s    = max(flops_u / peak_u for each unit u, dram_bytes / dram_bytes_per_s
 estimate_s = max(flops_u / (peak_u * eff_u), dram_bytes / (dram_bytes_per_s * eff_dram), min_kernel_s)
              (achievable fractions of peak from the descriptor, and its minimum kernel time)
              + op_overhead_s (optional, CPU descriptors: the runtime's own time per op; 0 on GPUs)
+A descriptor's `kernel_classes` (a host's fitted per-class figures; GPUs have none) replace that for
+kernels of a listed class, the op type first, then the kernel kind:
+estimate_s = max(bound_s / roofline, min_kernel_s) + the class's op_overhead_s
 The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
 may not be decidable; then every term that is not provably smaller is named ("compute|memory").
 """
@@ -71,11 +74,22 @@ def dominant(terms: dict[str, Expr]) -> str:
     return "|".join(alive)
 
 
-def price(work: Work, hw: HardwareDescriptor, plan=None) -> Timing:
+def kernel_class(hw: HardwareDescriptor, kind: str | None, op: str | None) -> Mapping[str, float] | None:
+    """The descriptor's figures for a kernel of this op type (first) or kind, None if it lists neither."""
+    classes = hw.kernel_classes
+    return classes.get(op) or classes.get(kind) if classes else None
+
+
+def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None,
+          op: str | None = None) -> Timing:
     """The kernel's Timing; with a `plan` (estimator.tiling.plan.TilePlan, set when the tiling step ran)
-    the estimate is the plan's tile-level one, see `_tiled`."""
+    the estimate is the plan's tile-level one, see `_tiled`; a kernel whose class (`op` type or `kind`)
+    the descriptor lists is priced by `_classed`."""
     if plan is not None:
         return _tiled(work, hw, plan)
+    figures = kernel_class(hw, kind, op)
+    if figures is not None:
+        return _classed(work, hw, figures)
     eff = hw.efficiency
     peak_times = []
     achievable_times = []
@@ -97,6 +111,24 @@ def price(work: Work, hw: HardwareDescriptor, plan=None) -> Timing:
     return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s, MappingProxyType(terms))
 
 
+def _roofline(work: Work, hw: HardwareDescriptor) -> tuple[Expr, Expr]:
+    """(compute_s, memory_s) at peak: the slowest unit's time and the DRAM bytes' time."""
+    peak_times = [flops / unit_peak(hw, unit, dtype) for (unit, dtype), flops in work.flops.items()]
+    return (sympy.Max(*peak_times) if peak_times else sympy.Integer(0)), work.dram_bytes / hw.dram_bytes_per_s
+
+
+def _classed(work: Work, hw: HardwareDescriptor, figures: Mapping[str, float]) -> Timing:
+    """Hockney's model on the roofline, for a kernel class the descriptor fitted: the class reaches
+    `roofline` of the speed of light on large kernels and costs `op_overhead_s` per op on top."""
+    compute_s, memory_s = _roofline(work, hw)
+    roofline = figures["roofline"]
+    terms = {"compute": compute_s / roofline, "memory": memory_s / roofline,
+             "launch": sympy.Float(hw.efficiency["min_kernel_s"])}
+    estimate_s = sympy.Max(*terms.values()) + figures.get("op_overhead_s", 0.0)
+    return Timing(sympy.Max(compute_s, memory_s), estimate_s, dominant(terms), compute_s, memory_s,
+                  MappingProxyType(terms))
+
+
 def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
     """Bound and estimate of a tiled kernel.
 
@@ -108,8 +140,7 @@ def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
     roofline bound exactly (the L2 term never exceeds the DRAM one: L2 is the faster of the two).
     estimate_s = the plan's tile-level estimate, never below the bound (+ op_overhead_s if any)."""
     eff = hw.efficiency
-    peak_times = [flops / unit_peak(hw, unit, dtype) for (unit, dtype), flops in work.flops.items()]
-    compute_s = sympy.Max(*peak_times) if peak_times else sympy.Integer(0)
+    compute_s, _ = _roofline(work, hw)
     memory_s = (work.dram_bytes - plan.resident_bytes_bound) / hw.dram_bytes_per_s
     bound_s = sympy.Max(compute_s, memory_s)
     if plan.resident_bytes_bound and hw.l2_bytes_per_s:

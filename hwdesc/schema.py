@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -42,6 +42,13 @@ TOP_LEVEL_KEYS = frozenset({"schema_version", "name", "display_name", "family", 
                             *SCALAR_FIGURES, *GROUPS})
 # Optional top-level figures (absent: the features that need them are off for that descriptor).
 OPTIONAL_FIGURES = ("l2_bytes_per_s",)
+# Optional top-level group: per kernel class (a kernel kind such as "movement", or an op type such as
+# "Where"), Hockney's model on the roofline replaces the per-unit efficiencies in the estimate:
+#   estimate_s = bound_s / roofline + op_overhead_s
+# A host descriptor fits these (estimator/host_classes.py); a GPU descriptor gives none.
+KERNEL_CLASSES = "kernel_classes"
+CLASS_KEYS = ("roofline", "op_overhead_s")
+_CLASS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")
 NULLABLE = frozenset({"nvlink_bytes_per_s"})  # PCIe-only parts have no NVLink
 _CC_RE = re.compile(r"^\d+\.\d+$")
 
@@ -74,6 +81,8 @@ class HardwareDescriptor:
     low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
     path: str
     l2_bytes_per_s: float | None = None  # peak L2 read bandwidth; None where the file gives none
+    # class -> {"roofline": fraction, "op_overhead_s": seconds (absent: 0)}; empty where the file gives none
+    kernel_classes: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
 
     def __hash__(self) -> int:  # the Mapping fields are unhashable; name + file identify a descriptor
         return hash((self.name, self.path))
@@ -169,7 +178,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     """
     v = _Validator(path)
     raw = v.mapping(raw, "")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES))
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES) - {KERNEL_CLASSES})
     if unknown:
         raise v.fail(unknown[0], "unknown top-level key (typo?)")
     missing = sorted(TOP_LEVEL_KEYS - set(raw))
@@ -197,6 +206,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
                                              *TILE_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
+    classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
     for key in (*EFFICIENCY_FRACTIONS, *(k for k in TILE_FRACTIONS if k in efficiency)):
         if efficiency[key] > 1:
             raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
@@ -225,4 +235,32 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
         low_confidence=frozenset(v.low),
         path=path,
         l2_bytes_per_s=optional.get("l2_bytes_per_s"),
+        kernel_classes=MappingProxyType(classes),
     )
+
+
+def _kernel_classes(v: _Validator, node: Any) -> dict[str, Mapping[str, float]]:
+    node = v.mapping(node, KERNEL_CLASSES)
+    out = {}
+    for cls in node:
+        key = f"{KERNEL_CLASSES}.{cls}"
+        if not _CLASS_RE.match(cls):
+            raise v.fail(key, "a class is a kernel kind or an op type (letters, digits, '_', '.')")
+        figures = _class_group(v, node[cls], key)
+        if figures["roofline"] > 1:
+            raise v.fail(f"{key}.roofline", f"must be in (0, 1], got {figures['roofline']!r}")
+        if figures.get("op_overhead_s", 0.0) >= MAX_MIN_KERNEL_S:
+            raise v.fail(f"{key}.op_overhead_s",
+                         f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {figures['op_overhead_s']!r}")
+        out[cls] = MappingProxyType(figures)
+    return out
+
+
+def _class_group(v: _Validator, node: Any, key: str) -> dict[str, float]:
+    node = v.mapping(node, key)
+    for sub in node:
+        if sub not in CLASS_KEYS:
+            raise v.fail(f"{key}.{sub}", f"unknown key (allowed: {', '.join(CLASS_KEYS)})")
+    if "roofline" not in node:
+        raise v.fail(f"{key}.roofline", "missing")
+    return {sub: v.figure(fig, f"{key}.{sub}") for sub, fig in node.items()}

@@ -2,7 +2,7 @@
 """Hold the estimator against onnxruntime on this machine: models x sequence lengths, one table.
 
     python tools/validate_host.py [--arch host] [--runs 10] [--seqs 64,128,256] [--json out.json]
-                                  [--models llama-tiny,gpt2-small,bert-base,hf-llama]
+                                  [--models llama-tiny,gpt2-small,bert-base,hf-llama] [--fusion none|ort]
 
 Models are bundled builders (`estimate --list-models`, those with weights) or hf-llama / hf-gpt2 /
 hf-bert: tiny random-init transformers exported by torch.onnx.export(dynamo=True) (models/hf_tiny.py;
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default="llama-tiny,gpt2-small,bert-base,hf-llama")
     p.add_argument("--seqs", default="64,128,256")
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--fusion", default="none", help="none (optimizer off, join by name) or ort")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--repeat", type=int, default=1,
                    help="sweep this many times, pooling each row's runs (a busy host has quiet spells)")
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, (model, graph, data) in loaded.items():
                 for seq in seqs:
                     v = validate_model(model, hw, {"batch": args.batch, "seq": seq}, graph=graph, source=data,
-                                       runs=args.runs)
+                                       runs=args.runs, fusion=args.fusion)
                     row = {"model": name, "seq": seq, **totals(v), "joined_share": v.joined_share,
                            "by_op": by_op(v), "wall_s": v.wall_s}
                     old = best.get((name, seq))
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                         row["measured_s"] = statistics.median(row["wall_s"])
                     best[(name, seq)] = row
     rows = list(best.values())
-    print(f"{hw.display_name} ({hw.path}); {args.repeat} x {args.runs} runs per row")
+    print(f"{hw.display_name} ({hw.path}); --fusion {args.fusion}; {args.repeat} x {args.runs} runs per row")
     print(f"{'model':<12}{'seq':>5}{'measured min':>14}{'median':>11}{'bound':>11}{'estimate':>11}"
           f"{'eff':>6}{'err(min)':>10}{'err(med)':>10}{'joined':>8}")
     for r in rows:
