@@ -77,7 +77,7 @@ def dominant(terms: dict[str, Expr]) -> str:
 def kernel_class(hw: HardwareDescriptor, kind: str | None, op: str | None) -> Mapping[str, float] | None:
     """The descriptor's figures for a kernel of this op type (first) or kind, None if it lists neither."""
     classes = hw.kernel_classes
-    return classes.get(op) or classes.get(kind) if classes else None
+    return (classes.get(op) or classes.get(kind)) if classes else None
 
 
 def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None,
