@@ -130,9 +130,11 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     bound, solve = _plan(args, graph, values, explicit, sweeps)
     pipeline = pipeline_of(args)  # --pipeline, or --fusion's strategy (the CLI's default strategy)
 
+    from estimator.host import resolve_arch
+
     builds = []
     for arch in archs:
-        hw = hwdesc.load(arch)
+        hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
 
         def build(extra, hw=hw):
             # NB: sweeps, crossovers and their closed forms price by the roofline estimate: the tile model

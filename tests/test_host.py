@@ -73,6 +73,16 @@ def test_cli_arch_host_uses_the_cached_descriptor(monkeypatch, tmp_path, capsys)
     assert "Test CPU (test-cpu)" in capsys.readouterr().out
 
 
+def test_sweep_resolves_arch_host_beside_a_gpu(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "gpu-estimator").mkdir()
+    write_yaml(tmp_path / "gpu-estimator" / "host.yaml", fixed_cpu())
+    monkeypatch.setattr(host, "calibrate", _no_calibration)
+    assert main(["--model", "llama-tiny", "--arch", "host,h100-sxm", "--sweep", "seq=64,128"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.split()[1:2] == ["64"]]
+    assert rows == ["test-cpu", "h100-sxm"]
+
+
 def test_cli_calibrate_host_writes_the_path(monkeypatch, tmp_path, capsys):
     written = []
 
