@@ -91,14 +91,9 @@ def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None
     if figures is not None:
         return _classed(work, hw, figures)
     eff = hw.efficiency
-    peak_times = []
-    achievable_times = []
-    for (unit, dtype), flops in work.flops.items():
-        t = flops / unit_peak(hw, unit, dtype)
-        peak_times.append(t)
-        achievable_times.append(t / eff[CUDA if unit == ALU else unit])
-    memory_s = work.dram_bytes / hw.dram_bytes_per_s
-    compute_s = sympy.Max(*peak_times) if peak_times else sympy.Integer(0)
+    compute_s, memory_s = _roofline(work, hw)
+    achievable_times = [flops / unit_peak(hw, unit, dtype) / eff[CUDA if unit == ALU else unit]
+                        for (unit, dtype), flops in work.flops.items()]
     bound_s = sympy.Max(compute_s, memory_s)
     terms = {
         "compute": sympy.Max(*achievable_times) if achievable_times else sympy.Integer(0),

@@ -64,20 +64,21 @@ def test_hwdesc_itself_never_calibrates(monkeypatch):
         hwdesc.load("host")  # data only: the CLI resolves "host" through estimator.host first
 
 
-def test_cli_arch_host_uses_the_cached_descriptor(monkeypatch, tmp_path, capsys):
+@pytest.fixture
+def cached_test_cpu(monkeypatch, tmp_path):
+    """The fixed test CPU as the cached host descriptor; calibrating would fail the test."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     (tmp_path / "gpu-estimator").mkdir()
     write_yaml(tmp_path / "gpu-estimator" / "host.yaml", fixed_cpu())
     monkeypatch.setattr(host, "calibrate", _no_calibration)
+
+
+def test_cli_arch_host_uses_the_cached_descriptor(cached_test_cpu, capsys):
     assert main(["--model", "llama-tiny", "--arch", "host", "--top", "3"]) == 0
     assert "Test CPU (test-cpu)" in capsys.readouterr().out
 
 
-def test_sweep_resolves_arch_host_beside_a_gpu(monkeypatch, tmp_path, capsys):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    (tmp_path / "gpu-estimator").mkdir()
-    write_yaml(tmp_path / "gpu-estimator" / "host.yaml", fixed_cpu())
-    monkeypatch.setattr(host, "calibrate", _no_calibration)
+def test_sweep_resolves_arch_host_beside_a_gpu(cached_test_cpu, capsys):
     assert main(["--model", "llama-tiny", "--arch", "host,h100-sxm", "--sweep", "seq=64,128"]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.split()[1:2] == ["64"]]
     assert rows == ["test-cpu", "h100-sxm"]

@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default="llama-tiny,gpt2-small,bert-base,hf-llama")
     p.add_argument("--seqs", default="64,128,256")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--fusion", default="none", help="none (optimizer off, join by name) or ort")
+    p.add_argument("--fusion", default="none", choices=("none", "ort"),
+                   help="none (optimizer off, join by name) or ort (through the optimized model)")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--repeat", type=int, default=1,
                    help="sweep this many times, pooling each row's runs (a busy host has quiet spells)")
