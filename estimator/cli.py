@@ -33,6 +33,11 @@ class UsageError(UserError):
 MODES: list[str] = ["estimator.sweep_mode", "estimator.validate_mode", "estimator.torch_mode"]
 
 
+# Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
+# has `run(argv: list[str]) -> int` and raises UserError for bad input, like the modes above.
+SUBCOMMANDS: dict[str, str] = {"sass": "estimator.sass.cli", "profile": "estimator.profile.cli"}
+
+
 def _modes():
     import importlib
 
@@ -166,6 +171,11 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
 
 
 def run(argv: list[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in SUBCOMMANDS:
+        import importlib
+
+        return importlib.import_module(SUBCOMMANDS[argv[0]]).run(argv[1:])
     args = build_parser().parse_args(argv)
     if args.list_archs:
         print(list_archs())
