@@ -10,7 +10,7 @@ __all__ = ["from_torch"]
 
 def __getattr__(name: str) -> Any:
     if name == "from_torch":
-        from estimator.torch_api import from_torch
+        from estimator.frontends.torch_api import from_torch
 
         return from_torch
     raise AttributeError(f"module 'estimator' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Running the CLI in-process from tests, and the one-line `error:` contract."""
 
-from estimator.cli import main
+from estimator.cli.main import main
 
 
 def cli(capsys, *argv):

@@ -13,7 +13,7 @@ import yaml
 @functools.cache
 def quick_host_yaml() -> Path:
     """This host, calibrated once per test process with host_bench.QUICK (a few seconds)."""
-    from estimator import host, host_bench
+    from estimator.truth import host, host_bench
 
     return host.calibrate(Path(tempfile.mkdtemp(prefix="test-host-")) / "host.yaml", host_bench.QUICK)
 

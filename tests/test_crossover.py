@@ -12,7 +12,11 @@ from onnx import TensorProto
 
 import hwdesc
 import models
-from estimator.crossover import (
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.ir import dim
+from estimator.report.table import to_symbolic
+from estimator.study.crossover import (
     Piecewise,
     crossovers,
     family_name,
@@ -21,11 +25,7 @@ from estimator.crossover import (
     roots_between,
     scope_of,
 )
-from estimator.estimate import estimate
-from estimator.frontends.onnx_import import import_model
-from estimator.ir import dim
-from estimator.report import to_symbolic
-from estimator.sweep import Compiled
+from estimator.study.sweep import Compiled
 from onnxutil import matmul_model
 
 

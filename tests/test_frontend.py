@@ -88,7 +88,7 @@ def test_unnamed_dims_are_reported_not_guessed():
     g = import_model(m)
     assert g.unknown_dims, g.tensors["nz"].shape
     r = estimate(g, hwdesc.load("h100-sxm"), dims={"batch": 2})
-    from estimator.report import to_table
+    from estimator.report.table import to_table
 
     assert g.unknown_dims[0] in to_table(r) and "--dim" in to_table(r)
 

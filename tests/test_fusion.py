@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hwdesc
 import models
-from estimator.cli import main
+from estimator.cli.main import main
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim

@@ -10,11 +10,11 @@ import pytest
 from hostutil import fixed_cpu, quick_host_yaml, write_yaml
 
 import hwdesc
-from estimator import host, host_bench
-from estimator.cli import main
+from estimator.cli.main import main
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
-from estimator.host_bench import HostFigures, Rate
+from estimator.truth import host, host_bench
+from estimator.truth.host_bench import HostFigures, Rate
 from hwdesc import HwdescError
 from onnxutil import matmul_model
 
@@ -61,7 +61,7 @@ def test_host_calibrates_once_then_reads_the_cache(monkeypatch, tmp_path):
 def test_hwdesc_itself_never_calibrates(monkeypatch):
     monkeypatch.setattr(host, "calibrate", _no_calibration)
     with pytest.raises(HwdescError, match="unknown GPU 'host'"):
-        hwdesc.load("host")  # data only: the CLI resolves "host" through estimator.host first
+        hwdesc.load("host")  # data only: the CLI resolves "host" through estimator.truth.host first
 
 
 @pytest.fixture

@@ -10,13 +10,13 @@ from hostutil import fixed_cpu, quick_host_yaml, write_yaml
 from onnx import TensorProto, helper
 
 import hwdesc
-from estimator import host, host_bench, host_classes, ort_runner
 from estimator.cost.registry import Work
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
-from estimator.host_classes import ClassFit, calibration_model, class_of, fit
 from estimator.kernel import lower
 from estimator.price import price
+from estimator.truth import host, host_bench, host_classes, ort_runner
+from estimator.truth.host_classes import ClassFit, calibration_model, class_of, fit
 from hwdesc import HwdescError
 from onnxutil import matmul_model
 

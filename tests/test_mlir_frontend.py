@@ -190,7 +190,8 @@ def test_without_torch_mlir_mlir_input_is_a_clear_error(capsys, tmp_path, monkey
 
 
 def test_importing_estimator_does_not_import_torch():
-    code = ("import sys, estimator, estimator.cli, estimator.frontends.mlir_import, estimator.torch_mode\n"
+    code = ("import sys, estimator, estimator.cli.main, estimator.frontends.mlir_import\n"
+            "import estimator.cli.pytorch\n"
             "assert callable(estimator.from_torch)\n"
             "assert 'torch' not in sys.modules and 'torch_mlir' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -258,8 +259,8 @@ def test_conv_net_maps_with_hand_counted_first_conv(torch_mlir):
     import torch
     import torch_blocks
 
+    from estimator.frontends.torch_api import to_graph
     from estimator.kernel import lower
-    from estimator.torch_api import to_graph
 
     batch = torch.export.Dim("batch")
     g = to_graph(torch_blocks.ConvNet().eval(), (torch.randn(2, 3, 16, 16),), {"x": {0: batch}})
@@ -282,7 +283,7 @@ def test_op_zoo_maps_every_op_with_named_dims(torch_mlir):
 
     import hwdesc
     from estimator.estimate import estimate
-    from estimator.torch_api import to_graph
+    from estimator.frontends.torch_api import to_graph
 
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", min=2, max=512)
     args = (torch.randint(0, 100, (2, 8)), torch.randn(2, 5))

@@ -7,7 +7,7 @@ import sympy
 
 import hwdesc
 import models
-from estimator.cli import main
+from estimator.cli.main import main
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim

@@ -8,8 +8,8 @@ import hwdesc
 import models
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
-from estimator.plot import limiter_changes, make_figure, time_unit
-from estimator.sweep import Compiled, grid, parse_sweeps
+from estimator.study.plot import limiter_changes, make_figure, time_unit
+from estimator.study.sweep import Compiled, grid, parse_sweeps
 
 
 @pytest.fixture(scope="module")

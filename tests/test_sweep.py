@@ -12,7 +12,7 @@ import hwdesc
 import models
 from estimator.estimate import estimate, group_totals
 from estimator.frontends.onnx_import import import_model
-from estimator.sweep import Compiled, Sweep, Sweeper, SweepError, grid, parse_sweep, parse_sweeps
+from estimator.study.sweep import Compiled, Sweep, Sweeper, SweepError, grid, parse_sweep, parse_sweeps
 from onnxutil import gpt_block_model
 
 

@@ -10,7 +10,7 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
-from estimator.report import to_json, to_table
+from estimator.report.table import to_json, to_table
 from estimator.tiling import attention as attn_model
 from estimator.tiling import gemm as gemm_model
 from estimator.tiling.menu import GemmTile, menu_for

@@ -5,7 +5,7 @@
 on the tiny blocks of tests/torch_blocks.py, under the default pipeline (fusion none): equal total
 FLOPs, DRAM bytes within 2% (they come out equal: both routes produce the same ops), the same free
 symbols. Both routes name the dims after the Dims of `dynamic_shapes` (batch, seq): the ONNX exporter
-does so itself, `estimator.torch_api` renames torch's s<N> symbols to them.
+does so itself, `estimator.frontends.torch_api` renames torch's s<N> symbols to them.
 
 (c) an ONNX builder model (models/llama-tiny) through torch-mlir's ONNX importer, against the same
 model through the ONNX frontend. The importer drops dim names, so the MLIR route names input dims by
@@ -73,7 +73,7 @@ def onnx_route(module, args, shapes, tmp_path):
 def test_fx_route_matches_onnx_route(make, tmp_path):
     import torch
 
-    from estimator.torch_api import to_graph
+    from estimator.frontends.torch_api import to_graph
 
     torch.manual_seed(0)
     module, args, shapes = make().eval(), (torch_blocks.example_input(),), torch_blocks.dynamic_shapes()
@@ -89,7 +89,7 @@ def test_fx_route_matches_onnx_route(make, tmp_path):
 def test_gpt2_block_totals_written_out():
     """The GPT-2 block through the FX route, its numbers derived by hand (hidden 64, 4 heads of 16,
     MLP 256, fp32): a guard against both routes drifting together."""
-    from estimator.torch_api import to_graph
+    from estimator.frontends.torch_api import to_graph
 
     module, args, shapes = torch_blocks.gpt2_factory()
     flops, dram, _, _ = totals(to_graph(module, args, shapes))

@@ -22,11 +22,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hwdesc
 import models
-from estimator import ort_runner
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
-from estimator.ort_runner import NodeTime, parse_profile
-from estimator.validate import (
+from estimator.report.validation import model_errors, to_json, to_table
+from estimator.truth import ort_runner
+from estimator.truth.ort_runner import NodeTime, parse_profile
+from estimator.truth.validate import (
     ValidateError,
     embedding_rows,
     join,
@@ -37,7 +38,6 @@ from estimator.validate import (
     profiler_overhead,
     validate_model,
 )
-from estimator.validate_report import model_errors, to_json, to_table
 from onnxutil import gpt_block_model
 
 FLOAT = TensorProto.FLOAT

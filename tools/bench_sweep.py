@@ -31,16 +31,16 @@ def main() -> int:
 
     import hwdesc
     import models
-    from estimator.cli import pipeline_of
+    from estimator.cli.main import pipeline_of
     from estimator.estimate import estimate
     from estimator.frontends.onnx_import import import_model
-    from estimator.sweep import Compiled, Sweeper, to_csv
+    from estimator.study.sweep import Compiled, Sweeper, to_csv
 
     t_imports = time.perf_counter() - t0
     spec = models.MODELS[args.model]
     swept = args.dim or ("past_seq" if "past_seq" in spec.default_dims else "seq")
     fixed = {k: v for k, v in spec.default_dims.items() if k != swept}
-    # Step 16 keeps every point above 1 (a dim of 1 gets its own build, see estimator.sweep.Sweeper).
+    # Step 16 keeps every point above 1 (a dim of 1 gets its own build, see estimator.study.sweep.Sweeper).
     values = np.arange(1, args.points + 1) * 16
     pipeline = pipeline_of(argparse.Namespace(pipeline=None, fusion=None))
 

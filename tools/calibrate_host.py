@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from estimator import host, host_bench  # noqa: E402
+from estimator.truth import host, host_bench  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -158,7 +158,7 @@ def torch_row(name: str, seq: int, result, device: str, precision: str, runs: in
 
 
 def ort_row(name: str, seq: int, model, hw, runs: int) -> Row:
-    from estimator.validate import validate_model
+    from estimator.truth.validate import validate_model
 
     v = validate_model(model, hw, {"batch": 1, "seq": seq}, ep="cuda", runs=runs)
     return Row(name, seq, "ort", v.measured_s, float(v.result.totals["estimate_s"]),
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     import models
     from estimator.estimate import estimate
     from estimator.frontends.onnx_import import import_model
-    from estimator.ort_runner import ort
+    from estimator.truth.ort_runner import ort
 
     device = args.device
     name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU (smoke test)"

@@ -27,9 +27,9 @@ import onnx  # noqa: E402
 
 import hwdesc  # noqa: E402
 from estimator.frontends.onnx_import import import_model  # noqa: E402
-from estimator.host import resolve_arch  # noqa: E402
-from estimator.validate import name_nodes, validate_model  # noqa: E402
-from estimator.validate_report import by_op, totals  # noqa: E402
+from estimator.report.validation import by_op, totals  # noqa: E402
+from estimator.truth.host import resolve_arch  # noqa: E402
+from estimator.truth.validate import name_nodes, validate_model  # noqa: E402
 
 HF = "hf-"
 

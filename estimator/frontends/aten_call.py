@@ -15,7 +15,7 @@ from typing import Any
 
 import sympy
 
-from estimator.frontends.aten_ops import UnmappableError
+from estimator.frontends.aten_registry import UnmappableError
 from estimator.ir import Node, Tensor
 
 

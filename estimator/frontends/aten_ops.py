@@ -9,52 +9,19 @@ eval-mode dropout, a same-dtype ``_to_copy``) alias their input and make no Node
 (``arange``, ``zeros``, ``full_like``...) become Range / ConstantOfShape with no tensor input, which
 the reader marks host-constant. An op with no entry here stays a generic ``aten.*`` Node (uncosted).
 Handlers are keyed by ``aten.name`` (overload stripped; ``*_copy`` variants share their base op), or
-by the full ``aten.name.overload`` where overloads differ. This module holds the registry and the
-math families (elementwise, normalization, contraction, attention, reduction); aten_ops_spatial and
-aten_ops_movement hold the rest. Handlers see operands through `aten_call.Call`.
+by the full ``aten.name.overload`` where overloads differ. The registry is `aten_registry`; this module
+holds the math families (elementwise, normalization, contraction, attention, reduction); aten_ops_spatial
+and aten_ops_movement hold the rest. Handlers see operands through `aten_call.Call`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from estimator.frontends.aten_registry import Handler, UnmappableError, aten
 
 if TYPE_CHECKING:
     from estimator.frontends.aten_call import Call
-
-Handler = Callable[["Call"], None]
-HANDLERS: dict[str, Handler] = {}
-
-
-class UnmappableError(Exception):
-    """A handler cannot express this op; the reader falls back to a generic ``aten.*`` Node."""
-
-
-def aten(*names: str) -> Callable[[Handler], Handler]:
-    def deco(fn: Handler) -> Handler:
-        for name in names:
-            key = name if name.startswith(("aten.", "prims.", "prim.")) else f"aten.{name}"
-            if key in HANDLERS:
-                raise RuntimeError(f"aten handler for {key!r} registered twice")
-            HANDLERS[key] = fn
-        return fn
-
-    return deco
-
-
-def lookup(key: str) -> Handler | None:
-    """The handler of ``aten.add.Tensor``: by full name, then by ``aten.add``, then without ``_copy``."""
-    if key in HANDLERS:
-        return HANDLERS[key]
-    base = ".".join(key.split(".")[:2])
-    if base in HANDLERS:
-        return HANDLERS[base]
-    if base.endswith("_copy"):
-        return HANDLERS.get(base[: -len("_copy")])
-    return None
-
-
-
 
 # ---- elementwise --------------------------------------------------------------------------------
 
@@ -372,7 +339,3 @@ def variance(c: Call) -> None:
     c.emit("ReduceMean", [sq], [var], tag="var", axes=axes, keepdims=keep)
     if std:
         c.emit("Sqrt", [var], [c.out()], tag="sqrt")
-
-
-# The other families register themselves on import (kept apart to keep files small).
-from estimator.frontends import aten_ops_movement, aten_ops_spatial  # noqa: E402, F401, I001

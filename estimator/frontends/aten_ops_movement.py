@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from estimator.frontends.aten_ops import UnmappableError, aten
+from estimator.frontends.aten_registry import UnmappableError, aten
 
 if TYPE_CHECKING:
     from estimator.frontends.aten_call import Call

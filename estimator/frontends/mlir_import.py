@@ -8,7 +8,8 @@ Two producers are understood, both parsed with torch-mlir's Python bindings (``t
   function and report works unchanged; an op with no mapping stays a Node named after it (op_type
   ``aten.foo.Tensor``, domain ``torch``) and is listed as uncosted. Free dims are the
   ``torch.symbolic_int`` symbols under their own names (``s0``, ``s77``, or the ``Dim`` names when the
-  module came through `estimator.torch_api`), with the shapes read off ``torch.bind_symbolic_shape``'s
+  module came through `estimator.frontends.torch_api`), with the shapes read off
+  ``torch.bind_symbolic_shape``'s
   affine maps; their [min, max] ranges are kept in ``graph.dim_ranges``.
 - torch-mlir's ONNX importer (``torch-mlir-import-onnx``): ``torch.operator "onnx.X"`` ops. These are
   rebuilt into an ONNX model and handed to the ONNX frontend (`estimator.frontends.mlir_onnx`).

@@ -17,7 +17,7 @@ Rules (mirroring the ONNX frontend, so the same model prices the same by either 
 - Constness then propagates in op order as in the ONNX frontend: outputs of a node whose inputs are all
   host constants are host constants (ConstantOfShape and Range with no tensor input included); with a
   weight among them they are weight-derived.
-- Every op with a tensor result becomes Node(s) through its `aten_ops.lookup` handler; an op without one
+- Every op with a tensor result becomes Node(s) through its `aten_registry.lookup` handler; an op without one
   (or one a handler cannot map) becomes a Node with op_type ``aten.foo.overload``, domain ``torch``.
 """
 
@@ -29,11 +29,13 @@ from typing import Any
 
 import sympy
 
-from estimator.frontends import aten_ops
+from estimator.frontends import aten_registry
 from estimator.frontends.aten_call import Call, PendingList, TRef, generic, scalar_value
-from estimator.frontends.aten_ops import UnmappableError
+from estimator.frontends.aten_registry import UnmappableError
 from estimator.frontends.onnx_import import HOST_CONST_MAX_NUMEL, FrontendError
 from estimator.ir import Graph, Node, Shape, Tensor, dim
+
+aten_registry.load_families()
 
 OPSET = 23  # the ONNX semantics the emitted Nodes follow (Attention, RMSNormalization are opset 23)
 FOLDABLE = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity"})
@@ -235,7 +237,7 @@ class Reader:
         if key == "operator" and "name" in op.attributes:  # an op torch-mlir has no definition for
             key = str(op.attributes["name"].value).removeprefix("torch.")
         call = Call(self, op, key)
-        handler = aten_ops.lookup(key)
+        handler = aten_registry.lookup(key)
         if handler is not None:
             try:
                 handler(call)

@@ -40,8 +40,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from estimator import host_bench, host_classes
-from estimator.host_bench import HostFigures, Settings
+from estimator.truth import host_bench, host_classes
+from estimator.truth.host_bench import HostFigures, Settings
 
 HOST = "host"
 MIN_KERNEL_S = 1e-8  # the schema wants a positive floor; on a CPU the per-op cost is op_overhead_s
@@ -72,7 +72,7 @@ def calibrate(path: str | os.PathLike[str], settings: Settings = host_bench.FULL
     the bounds of a provisional descriptor made of the first step's figures."""
     import yaml
 
-    from estimator.validate import profiler_overhead
+    from estimator.truth.validate import profiler_overhead
     from hwdesc.schema import validate
 
     figures = host_bench.measure(settings)

@@ -30,10 +30,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from estimator import ort_runner
 from estimator.cost.registry import CUDA, SFU, Work
 from estimator.frontends.onnx_import import import_model
 from estimator.kernel import lower
+from estimator.truth import ort_runner
 
 FLOAT = TensorProto.FLOAT
 # Ops the cost registry charges SFU work for that transformers run; the SFU peak is the fastest of them

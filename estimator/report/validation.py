@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from estimator.report import show
-from estimator.report import to_json as estimate_json
-from estimator.validate import PROFILER_RESOLUTION_S, Match, Validation
+from estimator.report.table import show
+from estimator.report.table import to_json as estimate_json
+from estimator.truth.validate import PROFILER_RESOLUTION_S, Match, Validation
 
 TOTAL_COLUMNS = ("measured_s", "measured_min_s", "bound_s", "estimate_s")
 

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatter, NullFormatter
 
 from estimator.errors import UserError
-from estimator.sweep import Compiled, Points
+from estimator.study.sweep import Compiled, Points
 
 FORMATS = (".png", ".svg", ".pdf")
 DIM_UNITS = {"batch": "sequences", "seq": "tokens", "past_seq": "tokens in the KV cache"}

@@ -5,7 +5,7 @@
     estimate --model llama-3-8b --sweep seq=512,2048 --sweep batch=1,8 --json
 
 The model is priced once per GPU with the swept dims free and every other dim bound (--dim, or a bundled
-model's defaults); the sweep then evaluates lambdified expressions (see estimator.sweep). Without
+model's defaults); the sweep then evaluates lambdified expressions (see estimator.study.sweep). Without
 --sweep, --crossover solves along every dim not given by --dim, the others at their default values; a
 comma list of GPUs alone prints one comparison row per GPU (or, with --symbolic, one closed form each).
 """
@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from estimator.cli import UsageError, load_graph, parse_dims, pipeline_of
+from estimator.cli.main import UsageError, load_graph, parse_dims, pipeline_of
 from estimator.errors import UserError
 
 
@@ -59,7 +59,7 @@ def _check_flags(args: argparse.Namespace, sweeps) -> None:
     if args.plot_stack and not args.plot:
         raise UsageError("--plot-stack needs --plot FILE")
     if args.plot:
-        from estimator.plot import check_path
+        from estimator.study.plot import check_path
 
         check_path(args.plot)
         if not sweeps or len(sweeps[0].values) < 2:
@@ -117,10 +117,10 @@ def _fixed_for(x: str, solve: Sequence[str], values: Mapping[str, int], sweeps) 
 
 def _run(args: argparse.Namespace, archs: list[str]) -> int:
     import hwdesc
-    from estimator.crossover import crossovers, format_crossovers
     from estimator.estimate import estimate
-    from estimator.report import to_symbolic
-    from estimator.sweep import Sweeper, parse_sweeps
+    from estimator.report.table import to_symbolic
+    from estimator.study.crossover import crossovers, format_crossovers
+    from estimator.study.sweep import Sweeper, parse_sweeps
 
     sweeps = parse_sweeps(args.sweep)
     _check_flags(args, sweeps)
@@ -130,7 +130,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     bound, solve = _plan(args, graph, values, explicit, sweeps)
     pipeline = pipeline_of(args)  # --pipeline, or --fusion's strategy (the CLI's default strategy)
 
-    from estimator.host import resolve_arch
+    from estimator.truth.host import resolve_arch
 
     builds = []
     for arch in archs:
@@ -178,7 +178,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
 
 
 def _sweep_outputs(args, builds, sweeps, text: list[str], doc: dict):
-    from estimator.sweep import format_table, grid, to_csv, to_json
+    from estimator.study.sweep import format_table, grid, to_csv, to_json
 
     points = grid(sweeps)
     runs = [sweeper.evaluate(points) for _, sweeper in builds]
@@ -202,7 +202,7 @@ def _sweep_outputs(args, builds, sweeps, text: list[str], doc: dict):
 
 
 def _plot(args, builds, runs, sweeps) -> None:
-    from estimator.plot import make_figure, save
+    from estimator.study.plot import make_figure, save
 
     first = runs[0]
     model = (args.model_name or os.path.basename(args.model_path or "") or getattr(args, "torch", None)

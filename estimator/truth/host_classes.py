@@ -33,10 +33,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from estimator import ort_runner
 from estimator.frontends.onnx_import import import_model
 from estimator.kernel import lower
 from estimator.price import price
+from estimator.truth import ort_runner
 
 FLOAT = TensorProto.FLOAT
 # Op types fitted as a class of their own instead of with their kind (their runtime kernel differs from

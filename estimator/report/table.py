@@ -246,7 +246,7 @@ def _fmt_x(v: float) -> str:
 
 
 def _where_max_decides(result: Result, free: list[str]) -> list[str]:
-    from estimator.crossover import groups
+    from estimator.study.crossover import groups
 
     gl = groups(result)
     primary = _primary_dim(free)
@@ -261,7 +261,7 @@ def _where_max_decides(result: Result, free: list[str]) -> list[str]:
 def _along(gl, x: str, others: list[str]) -> list[str]:
     """Limiter thresholds of every distinct kernel along x (the others symbolic, ordered at 1); with no
     other free dim, the totals as explicit pieces too."""
-    from estimator.crossover import Piecewise, family_name
+    from estimator.study.crossover import Piecewise, family_name
 
     note = f" (thresholds solved for {x}; terms ordered with {', '.join(others)} = 1)" if others else ""
     lines = ["", f"# where Max decides, along {x}{note}"]
@@ -296,8 +296,8 @@ def _along(gl, x: str, others: list[str]) -> list[str]:
 
 def _threshold(group, which: str, x: str, before: str, after: str, near: float, others: list[str]) -> str:
     """The threshold as an expression in the other free dims (numeric at 1 when sympy cannot solve)."""
-    from estimator.crossover import max_args, real_symbol
     from estimator.ir import dim
+    from estimator.study.crossover import max_args, real_symbol
 
     xr = real_symbol(x)
     t = group.timing
@@ -333,7 +333,7 @@ def _pieces(pw, which: str, x: str, most: int = 10) -> list[str]:
 
 
 def _leading_terms(result: Result, free: list[str]) -> list[str]:
-    from estimator.crossover import leading_term
+    from estimator.study.crossover import leading_term
 
     lines = ["", "# leading terms as one free dim grows (the others fixed)"]
     for d in free:

@@ -10,7 +10,7 @@ import sympy
 
 from estimator.estimate import Result
 from estimator.ir import Graph
-from estimator.report import show
+from estimator.report.table import show
 from passes.graph_edit import is_fused
 
 

@@ -12,8 +12,8 @@ import json
 
 import onnx
 
-from estimator.ort_runner import EXECUTION_PROVIDERS
-from estimator.validate import ValidateError
+from estimator.truth.ort_runner import EXECUTION_PROVIDERS
+from estimator.truth.validate import ValidateError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int | None:
     if args.calibrate_host:
-        from estimator import host
+        from estimator.truth import host
 
         path = host.calibrate(args.calibrate_host)
         print(f"wrote {path}; use it with --arch {path}")
@@ -44,11 +44,11 @@ def run(args: argparse.Namespace) -> int | None:
 
 def _validate(args: argparse.Namespace) -> int:
     import hwdesc
-    from estimator import validate_report
-    from estimator.cli import UsageError, parse_dims
+    from estimator.cli.main import UsageError, parse_dims
     from estimator.estimate import estimate
-    from estimator.host import resolve_arch
-    from estimator.validate import JOIN_PLANS, validate
+    from estimator.report import validation as validate_report
+    from estimator.truth.host import resolve_arch
+    from estimator.truth.validate import JOIN_PLANS, validate
     from passes import pipeline_for
 
     if args.runs < 1:
@@ -78,10 +78,10 @@ def _validate(args: argparse.Namespace) -> int:
 def load_model(args: argparse.Namespace, dims: dict[str, int]) -> tuple[onnx.ModelProto, bytes | str, dict]:
     """(proto with node names as the frontend gives them, what onnxruntime loads, dims to bind) for MODEL
     or --model NAME. Like cli.load_graph, but onnxruntime needs the weights too."""
-    from estimator.cli import UsageError
+    from estimator.cli.main import UsageError
     from estimator.frontends.onnx_import import check_opset
     from estimator.frontends.onnx_import import load_model as read_model
-    from estimator.validate import name_nodes
+    from estimator.truth.validate import name_nodes
 
     if args.model_path and args.model_name:
         raise UsageError("give either MODEL or --model NAME, not both")

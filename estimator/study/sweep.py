@@ -4,7 +4,7 @@
 kernel's times are then `sympy.lambdify`-ed together into one numpy function, so a 10,000-point sweep is
 a few array operations per distinct kernel, not 10,000 estimates. Per point: bound, estimate, FLOPs, DRAM
 bytes, and the estimate split per limiter (each kernel counted under its limiter at that point), per
-kernel kind and per scope (attention / MLP / other, as defined in `estimator.crossover`).
+kernel kind and per scope (attention / MLP / other, as defined in `estimator.study.crossover`).
 
 Sweep specs: `seq=128:32768:x2` (geometric: start, stop, factor > 1), `seq=128:4096:+128` (linear: step
 > 0), `seq=512,2048,8192` (a list). Several specs make a grid.
@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import sympy
 
-from estimator.crossover import groups
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
+from estimator.study.crossover import groups
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
 
@@ -319,7 +319,8 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
                        enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
     fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items()) or "none"
     legend = [f"precision {first.precision}; fixed dims: {fixed}; shares are of the estimate "
-              f"(limiter: of the kernels with that limiter at that point; attn/mlp: see estimator.crossover)"]
+              f"(limiter: of the kernels with that limiter at that point; attn/mlp: see "
+              f"estimator.study.crossover)"]
     if multi:
         legend.append(f"speedup: estimate on {first.arch} / estimate on this GPU")
     return "\n".join(legend + lines + ([note] if note else []))

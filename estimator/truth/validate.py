@@ -27,11 +27,11 @@ import numpy as np
 import onnx
 import sympy
 
-from estimator import ort_runner
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import DimParseError, parse_dim
-from estimator.ort_runner import NodeTime
+from estimator.truth import ort_runner
+from estimator.truth.ort_runner import NodeTime
 
 # A kernel is a model error when its measured time is below its bound by more than this: onnxruntime's
 # profiler counts whole microseconds.

@@ -30,7 +30,7 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = ["estimator.sweep_mode", "estimator.validate_mode", "estimator.torch_mode"]
+MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
@@ -156,7 +156,7 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
             dims = {**spec.default_dims, **dims}
         return graph, dims
     if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/torch_mode.py)
-        from estimator.torch_mode import load_torch_graph
+        from estimator.cli.pytorch import load_torch_graph
 
         return load_torch_graph(args), dims
     if not args.model_path:
@@ -192,10 +192,10 @@ def run(argv: list[str] | None) -> int:
     dims = parse_dims(args.dim)
 
     import hwdesc
-    from estimator import fusion_report
     from estimator.estimate import estimate
-    from estimator.host import resolve_arch
-    from estimator.report import to_json, to_symbolic, to_table
+    from estimator.report import fusion as fusion_report
+    from estimator.report.table import to_json, to_symbolic, to_table
+    from estimator.truth.host import resolve_arch
 
     hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
     graph, dims = load_graph(args, dims)

@@ -1,7 +1,7 @@
 """CLI mode `--torch package.module:factory`: estimate a PyTorch module through torch-mlir.
 
 `factory()` returns ``(module, example_args, dynamic_shapes)`` (or just the first two). The mode only
-checks its flags: `estimator.cli.load_graph` builds the graph through `load_torch_graph` when --torch is
+checks its flags: `estimator.cli.main.load_graph` builds the graph through `load_torch_graph` when --torch is
 given, so every other mode and report takes a --torch model like an .onnx or .mlir file.
 """
 
@@ -61,7 +61,7 @@ def load_factory(spec: str):
 def load_torch_graph(args: argparse.Namespace):
     """The IR graph of --torch SPEC (and the MLIR written to --save-mlir)."""
     from estimator.frontends.mlir_import import import_module
-    from estimator.torch_api import export_module
+    from estimator.frontends.torch_api import export_module
 
     module, example_args, dynamic_shapes = load_factory(args.torch)
     mlir = export_module(module, example_args, dynamic_shapes)
