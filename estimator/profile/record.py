@@ -67,6 +67,7 @@ class Profile:
     runs: int = 1  # model iterations the profile holds (onnxruntime model_run events)
     run_wall_s: list[float] = field(default_factory=list)  # end-to-end seconds of each, where recorded
     timeline: bool = False  # start_s are real GPU timestamps (nsys, Kineto), so gaps mean something
+    providers: list[str] = field(default_factory=list)  # onnxruntime execution providers seen
 
     @property
     def total_s(self) -> float:

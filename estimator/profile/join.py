@@ -1,0 +1,119 @@
+"""Measured kernels -> the estimator's kernels, then the same Validation (and report) as `--validate`.
+
+Strategies, the first that applies:
+1. **node**: the records name their graph node (onnxruntime's `<node>_kernel_time`, or an NVTX range,
+   onnxruntime's `OpType.Index(NodeName)` or the bare node name) and some of those names are source
+   nodes of the estimate: every node's time is the median over runs of its per-run sum.
+2. **order**: otherwise the records are walked in time order beside the estimator's kernels, and each
+   record takes the next kernel (within WINDOW) of a compatible kind (`other` fits any kind); when the
+   estimate's kernel list runs out the walk starts again (the next iteration of the model), and times
+   are averaged over the iterations walked. NB: shapes are not compared (few formats record them), so a
+   kernel the library splits in two joins its first half by order and leaves the second unjoined.
+
+Unjoined records are never dropped: they become unjoined NodeTimes (named by their short kernel name)
+and the report shows their time. The joined NodeTimes go through validate.measured_validation with the
+name map by node name, so the table and JSON are validate_report's.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from estimator.ort_runner import NodeTime
+from estimator.profile.record import MeasuredKernel, Profile
+from estimator.profile.ort_json import OP_KINDS
+
+WINDOW = 8  # estimator kernels looked ahead for a measured kernel of the same kind
+_ORT_NVTX = re.compile(r"^[\w.]+\.\d+\((.*)\)$")  # OpType.Index(NodeName)
+
+
+@dataclass
+class Joined:
+    strategy: str  # "node" or "order"
+    times: list[NodeTime]  # per source node (joined) or per measured kernel name (unjoined)
+    unjoined_names: set[str]  # NodeTime names that are measured kernels, not graph nodes
+    iterations: int
+    assigned: dict[int, int] = field(default_factory=dict)  # record index -> Result.kernels index (1:1)
+
+
+def node_name(label: str | None) -> str | None:
+    if not label:
+        return None
+    m = _ORT_NVTX.match(label)
+    return m.group(1) if m else label
+
+
+def estimate_kind(kind: str) -> str:
+    return OP_KINDS.get(kind, "other")
+
+
+def join(profile: Profile, result) -> Joined:
+    kernel_of = {n.name: i for i, p in enumerate(result.kernels) for n in p.kernel.nodes}
+    named = [node_name(k.node) for k in profile.kernels]
+    if any(n in kernel_of for n in named if n):
+        return _by_node(profile, named, kernel_of)
+    return _by_order(profile, result)
+
+
+def _median_per_run(items: list[tuple[str, str, int, float]]) -> list[NodeTime]:
+    """(name, op, run, seconds) -> one NodeTime per name (first-seen order): the median over the runs
+    it ran in of its per-run sums."""
+    per: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    ops: dict[str, str] = {}
+    for name, op, run, s in items:
+        per[name][run] += s
+        ops.setdefault(name, op)
+    return [NodeTime(n, ops[n], statistics.median(r.values())) for n, r in per.items()]
+
+
+def _by_node(profile: Profile, named: list[str | None], kernel_of: dict[str, int]) -> Joined:
+    """Records with a node name time that node; the others are unjoined under their kernel name
+    (onnxruntime node records: their node name, so unjoined nodes read as in --validate)."""
+    items, loose = [], set()
+    counts: dict[str, list[int]] = defaultdict(list)
+    for i, (k, n) in enumerate(zip(profile.kernels, named, strict=True)):
+        if n in kernel_of:
+            items.append((n, k.op or k.kind, k.run, k.duration_s))
+            counts[n].append(i)
+        else:
+            items.append((k.short, k.op or k.kind, k.run, k.duration_s))
+            loose.add(k.short)
+    assigned = {idx[0]: kernel_of[n] for n, idx in counts.items() if len(idx) == 1}
+    return Joined("node", _median_per_run(items), loose, profile.runs, assigned)
+
+
+def _order(profile: Profile) -> list[int]:
+    ks = profile.kernels
+    if profile.timeline:
+        return sorted(range(len(ks)), key=lambda i: (ks[i].start_s is None, ks[i].start_s or 0.0))
+    return list(range(len(ks)))
+
+
+def _by_order(profile: Profile, result) -> Joined:
+    est = [estimate_kind(p.kernel.kind) for p in result.kernels]
+    measured: dict[int, float] = defaultdict(float)
+    hits: dict[int, list[int]] = defaultdict(list)
+    loose = []
+    j, wraps, wrapped = 0, 0, False
+    for i in _order(profile):
+        k = profile.kernels[i]
+        found = next((e for e in ((j + step) % len(est) for step in range(min(WINDOW, len(est))))
+                      if k.kind == "other" or est[e] == k.kind), None) if est else None
+        if found is None:
+            loose.append((k.short, k.kind, 0, k.duration_s))
+            continue
+        if wrapped or found < j:  # this kernel starts the model's next iteration
+            wraps += 1
+        measured[found] += k.duration_s
+        hits[found].append(i)
+        j, wrapped = found + 1, found + 1 == len(est)
+        j %= len(est)
+    iterations = wraps + 1
+    times = [NodeTime(result.kernels[e].kernel.nodes[0].name, result.kernels[e].kernel.op, s / iterations)
+             for e, s in sorted(measured.items())]
+    unjoined = [NodeTime(t.name, t.op, t.seconds / iterations) for t in _median_per_run(loose)]
+    assigned = {idx[0]: e for e, idx in hits.items() if len(idx) == 1}
+    return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned)
