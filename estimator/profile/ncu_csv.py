@@ -101,7 +101,7 @@ def _kernel(path: str, ident: dict[str, str], counters: dict[str, float], warnin
     if duration is None:
         warnings.append(f"launch {ident['ID']} ({names.normalise(name)}): no gpu__time_duration.sum "
                         f"(Duration); its time counts as 0")
-    return MeasuredKernel(name, names.normalise(name), names.kind_of(name), (duration or 0.0) * 1e-9,
+    return MeasuredKernel(name, names.normalise(name), names.kind_of(name), (duration or 0.0) / 1e9,
                           stream=_int(ident.get("Stream")), device=_int(ident.get("Device")),
                           grid=_dim3(ident.get("Grid Size")), block=_dim3(ident.get("Block Size")),
                           registers=int(counters["launch__registers_per_thread"])

@@ -82,7 +82,7 @@ def read(path: str) -> Profile:
             gpu = gpu or _gpu(action, c)
             smem = sum(c.get(f"launch__shared_mem_per_block_{k}", 0.0) for k in ("static", "dynamic"))
             kernels.append(MeasuredKernel(
-                full, names.normalise(full), names.kind_of(full), duration * 1e-9,
+                full, names.normalise(full), names.kind_of(full), duration / 1e9,
                 stream=int(c["launch__stream_id"]) if "launch__stream_id" in c else None,
                 device=int(c["launch__device_id"]) if "launch__device_id" in c else None,
                 grid=_dim3(c, "grid"), block=_dim3(c, "block"),

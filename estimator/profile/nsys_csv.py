@@ -15,13 +15,13 @@ import re
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
-TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+TIME_UNITS = {"ns": 1e9, "us": 1e6, "ms": 1e3, "s": 1.0}  # units per second
 SUMMARY = ("Total Time", "Instances", "Name")
 TRACE = ("Start", "Duration", "Name")
 
 
 def _base(column: str) -> tuple[str, float]:
-    """('Total Time', 1e-9) for 'Total Time (ns)'."""
+    """('Total Time', 1e9) for 'Total Time (ns)': the name and units per second."""
     m = re.fullmatch(r"\s*(.*?)\s*\((ns|us|ms|s)\)\s*", column)
     return (m.group(1), TIME_UNITS[m.group(2)]) if m else (column.strip(), 1.0)
 
@@ -70,7 +70,7 @@ def _summary(path, rows, at, col, scale) -> Profile:
                 raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {len(col)} columns (truncated?)")
             continue
         name = row[col["Name"]]
-        total = _number(row[col["Total Time"]], path, i) * scale["Total Time"]
+        total = _number(row[col["Total Time"]], path, i) / scale["Total Time"]
         kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name), total,
                                       instances=int(_number(row[col["Instances"]], path, i))))
     if not kernels:
@@ -98,8 +98,8 @@ def _trace(path, rows, at, col, scale) -> Profile:
             gpu = GpuInfo(device)
         kernels.append(MeasuredKernel(
             name, names.normalise(name), names.kind_of(name),
-            _number(row[col["Duration"]], path, i) * scale["Duration"],
-            start_s=_number(row[col["Start"]], path, i) * scale["Start"],
+            _number(row[col["Duration"]], path, i) / scale["Duration"],
+            start_s=_number(row[col["Start"]], path, i) / scale["Start"],
             stream=int(_number(row[col["Strm"]], path, i)) if "Strm" in col else None, device=dev_index,
             grid=tuple(int(_number(row[col[c]], path, i)) for c in grid) if len(grid) == 3 else None,
             block=tuple(int(_number(row[col[c]], path, i)) for c in block) if len(block) == 3 else None))

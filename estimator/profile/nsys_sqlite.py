@@ -162,8 +162,8 @@ def _read(db: sqlite3.Connection, tables: set[str], path: str) -> Profile:
         if lstart is None:
             unlaunched += 1
         kernels.append(MeasuredKernel(
-            name, names.normalise(name), names.kind_of(name), (end - start) * 1e-9,
-            start_s=start * 1e-9, launch_s=lstart * 1e-9 if lstart is not None else None, stream=stream,
+            name, names.normalise(name), names.kind_of(name), (end - start) / 1e9,
+            start_s=start / 1e9, launch_s=lstart / 1e9 if lstart is not None else None, stream=stream,
             device=dev, grid=(gx, gy, gz) if gx is not None else None,
             block=(bx, by, bz) if bx is not None else None, registers=regs,
             shared_bytes=(ssm or 0) + (dsm or 0) if ssm is not None else None, node=node))

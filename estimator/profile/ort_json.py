@@ -69,14 +69,14 @@ def _read(path: str, events: list[dict]) -> Profile:
             providers.add(args.get("provider", "?"))
             owner = (node, op, run) if run is not None else None
             if owner is not None:
-                nodes.append(MeasuredKernel(node, node, OP_KINDS.get(op_kind(op), "other"), e["dur"] * 1e-6,
+                nodes.append(MeasuredKernel(node, node, OP_KINDS.get(op_kind(op), "other"), e["dur"] / 1e6,
                                             node=node, op=op, run=run))
         elif cat == "Kernel" and owner is not None:
             args = e.get("args", {})
             grid = tuple(int(args[f"grid_{a}"]) for a in "xyz") if "grid_x" in args else None
             block = tuple(int(args[f"block_{a}"]) for a in "xyz") if "block_x" in args else None
             gpu_kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name),
-                                              e["dur"] * 1e-6, stream=_int(args.get("stream")), grid=grid,
+                                              e["dur"] / 1e6, stream=_int(args.get("stream")), grid=grid,
                                               block=block, node=owner[0], op=owner[1], run=owner[2]))
     if not nodes:
         raise ProfileError(f"{path}: the onnxruntime profile has no node events (`<node>_kernel_time`)")
@@ -89,7 +89,7 @@ def _read(path: str, events: list[dict]) -> Profile:
     if not spans:
         warnings.append("no model_run events: the whole profile counts as one run")
     return Profile(path, "ort-json", gpu_kernels or nodes, None, warnings, host=host,
-                   runs=max(len(spans), 1), run_wall_s=[(b - a) * 1e-6 for a, b in spans],
+                   runs=max(len(spans), 1), run_wall_s=[(b - a) / 1e6 for a, b in spans],
                    providers=sorted(providers))
 
 

@@ -45,7 +45,7 @@ def read_doc(path: str, doc: dict) -> Profile:
 
 def _read(path: str, doc: dict) -> Profile:
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
-    launches = {e["args"]["correlation"]: e["ts"] * 1e-6 for e in events
+    launches = {e["args"]["correlation"]: e["ts"] / 1e6 for e in events
                 if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
     kernels = []
     for e in events:
@@ -53,8 +53,8 @@ def _read(path: str, doc: dict) -> Profile:
             continue
         a, name = e.get("args", {}), e["name"]
         kernels.append(MeasuredKernel(
-            name, names.normalise(name), names.kind_of(name), float(e["dur"]) * 1e-6,
-            start_s=float(e["ts"]) * 1e-6, launch_s=launches.get(a.get("correlation")),
+            name, names.normalise(name), names.kind_of(name), float(e["dur"]) / 1e6,
+            start_s=float(e["ts"]) / 1e6, launch_s=launches.get(a.get("correlation")),
             stream=a.get("stream", e.get("tid")), device=a.get("device", e.get("pid")),
             grid=_dim3(a.get("grid")), block=_dim3(a.get("block")), registers=a.get("registers per thread"),
             shared_bytes=a.get("shared memory")))
@@ -66,7 +66,7 @@ def _read(path: str, doc: dict) -> Profile:
                 counters = {k: float(v) for k, v in e.get("args", {}).items() if isinstance(v, (int, float))}
                 name = e["name"]
                 kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name),
-                                              float(e["dur"]) * 1e-6, counters=MappingProxyType(counters)))
+                                              float(e["dur"]) / 1e6, counters=MappingProxyType(counters)))
         if kernels:
             warnings.append("CUPTI range-profiler trace: one record per profiled range (replayed, so no "
                             "timeline), durations are those of the ranges")
