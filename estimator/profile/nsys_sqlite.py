@@ -32,7 +32,7 @@ def _connect(path: str) -> tuple[sqlite3.Connection, set[str]]:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
     except sqlite3.DatabaseError as exc:
-        raise ProfileError(f"{path}: not a readable SQLite file ({exc})") from None
+        raise ProfileError(f"{path}: not a readable SQLite file, damaged or truncated ({exc})") from None
     return db, tables
 
 
