@@ -40,8 +40,10 @@ NEEDS_NCU_REPORT = {f for f in LOADS if f.endswith(".ncu-rep")}
 
 
 def _ncu_report_or_skip():
-    pytest.importorskip("ncu_report", reason="NVIDIA's ncu_report module (extra 'nsight': pip install "
-                                             "ncu-report) reads .ncu-rep files")
+    pytest.importorskip(
+        "ncu_report",
+        reason="NVIDIA's ncu_report module (extra 'nsight': pip install ncu-report) reads .ncu-rep files",
+    )
 
 
 def test_every_fixture_is_listed():
@@ -73,17 +75,30 @@ def test_fixture_refused_with_reason(name, capsys):
 
 # ---- the H100 nvFuser export against nsys's own cuda_gpu_kern_sum ----------------------------------
 
+
 def _oracle_rows() -> list[tuple[str, int, int, float, float, int, int, float]]:
     """(name prefix, instances, total ns, avg, med, min, max, stddev) of the console kern_sum table."""
     text = (DATA / "nsys_stats_console_h100_nvfuser_matmul.txt").read_text()
     table = text.split("Executing 'cuda_gpu_kern_sum' stats report")[1].split("Executing '")[0]
     rows = []
     for line in table.splitlines():
-        m = re.match(r"\s*[\d.]+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(.*)$", line)
+        m = re.match(
+            r"\s*[\d.]+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(.*)$", line
+        )
         if m:
             total, n, avg, med, lo, hi, sd, name = m.groups()
-            rows.append((name.rstrip().rstrip("…"), int(n), int(total), float(avg), float(med), int(lo),
-                         int(hi), float(sd)))
+            rows.append(
+                (
+                    name.rstrip().rstrip("…"),
+                    int(n),
+                    int(total),
+                    float(avg),
+                    float(med),
+                    int(lo),
+                    int(hi),
+                    float(sd),
+                )
+            )
     return rows
 
 
@@ -95,9 +110,19 @@ def test_h100_export_reproduces_nsys_kern_sum():
     # Names in the console table are truncated with "...": compare, per prefix, the multiset of rows.
     for prefix in {o[0] for o in oracle}:
         want = sorted(o[1:] for o in oracle if o[0] == prefix)
-        got = sorted((r.instances, round(r.total_s * 1e9), round(r.avg_s * 1e9, 1), round(r.med_s * 1e9, 1),
-                      round(r.min_s * 1e9), round(r.max_s * 1e9), round(r.std_s * 1e9, 1))
-                     for r in rows if r.name.startswith(prefix))
+        got = sorted(
+            (
+                r.instances,
+                round(r.total_s * 1e9),
+                round(r.avg_s * 1e9, 1),
+                round(r.med_s * 1e9, 1),
+                round(r.min_s * 1e9),
+                round(r.max_s * 1e9),
+                round(r.std_s * 1e9, 1),
+            )
+            for r in rows
+            if r.name.startswith(prefix)
+        )
         assert got == want, prefix
     nvfuser = next(r for r in rows if "nvfuser_none_f0_c0_r0_g0" in r.name)
     assert (nvfuser.instances, round(nvfuser.total_s * 1e9)) == (1, 135999)
@@ -123,6 +148,7 @@ def test_schema_2_export_and_nvtx_attribution():
 
 # ---- Nsight Compute ---------------------------------------------------------------------------------
 
+
 def _section_metric(action, section_id: str, label: str) -> float:
     section = next(s for s in action.sections() if s.identifier() == section_id)
     metric = next(m for m in [*section.header_metrics(), *section.body_metrics()] if m.label() == label)
@@ -146,7 +172,9 @@ def test_h800_report_matches_its_sections():
         assert a.occupancy == _section_metric(action, "Occupancy", "Achieved Occupancy") / 100
         assert a.source("dram") == a.source("occupancy") == "counter"
     first = peaks.achieved(p.kernels[0], hw)
-    assert p.kernels[0].duration_s == pytest.approx(16448e-9) and first.occupancy == pytest.approx(0.57721, abs=1e-5)
+    assert p.kernels[0].duration_s == pytest.approx(16448e-9) and first.occupancy == pytest.approx(
+        0.57721, abs=1e-5
+    )
     assert p.kernels[0].grid == (1056, 1, 1) and p.kernels[0].block == (256, 1, 1)
 
 
@@ -164,19 +192,22 @@ def test_rtx5090_cutlass_gemm_csv():
     assert a.dram == pytest.approx(0.0887) and a.source("dram") == "counter"  # "DRAM Throughput","%","8.87"
     assert a.l2_hit == pytest.approx(0.8044) and a.occupancy == pytest.approx(0.1673)
     # the nsys spelling of the same kernel (MANIFEST.md) normalises to the ncu one
-    nsys = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>(T1::Params)"
+    nsys = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>"
+            "(T1::Params)")
     assert names.normalise(nsys) == names.normalise(k.name) == k.short
     assert k.short == "Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_tn_align8>"
 
 
 def test_ncu_raw_page_csv(tmp_path):
     f = tmp_path / "raw.csv"
-    f.write_text('==PROF== Connected to process 1\n'
-                 '"ID","Kernel Name","Stream","Block Size","Grid Size","Device","CC",'
-                 '"dram__bytes_read.sum","gpu__time_duration.sum","lts__t_sector_hit_rate.pct"\n'
-                 '"","","","","","","","Mbyte","usecond","%"\n'
-                 '"0","void nvjet_hsh_64x8(int)","7","(128, 1, 1)","(66, 1, 1)","0","9.0","1,024.5","12.5","80"\n'
-                 '"1","ampere_sgemm_32x32","7","(64, 1, 1)","(8, 2, 1)","0","9.0","n/a","2","n/a"\n')
+    f.write_text(
+        "==PROF== Connected to process 1\n"
+        '"ID","Kernel Name","Stream","Block Size","Grid Size","Device","CC",'
+        '"dram__bytes_read.sum","gpu__time_duration.sum","lts__t_sector_hit_rate.pct"\n'
+        '"","","","","","","","Mbyte","usecond","%"\n'
+        '"0","void nvjet_hsh_64x8(int)","7","(128, 1, 1)","(66, 1, 1)","0","9.0","1,024.5","12.5","80"\n'
+        '"1","ampere_sgemm_32x32","7","(64, 1, 1)","(8, 2, 1)","0","9.0","n/a","2","n/a"\n'
+    )
     p = load(str(f))
     a, b = p.kernels
     assert a.counters["dram__bytes_read.sum"] == 1024.5e6 and a.duration_s == pytest.approx(12.5e-6)
@@ -191,12 +222,14 @@ def test_nsys_kern_sum_and_gpu_trace(tmp_path):
     assert (gemm.kind, gemm.instances, gemm.duration_s) == ("gemm", 1, pytest.approx(33696e-9))
     assert copy.kind == "copy" and copy.duration_s == pytest.approx(1792e-9)
     f = tmp_path / "trace.csv"
-    f.write_text("Generating SQLite file report.sqlite\nProcessing [report.sqlite] with [cuda_gpu_trace.py]...\n"
-                 "Start (us),Duration (us),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,StcSMem (MB),"
-                 "DymSMem (MB),Bytes (MB),Throughput (MB/s),SrcMemKd,DstMemKd,Device,Ctx,GreenCtx,Strm,Name\n"
-                 "10.0,5.0,1,4,1,1,128,1,1,32,0,0,,,,,NVIDIA H200 (0),1,,7,\"void gemv<float, 4>(int)\"\n"
-                 "16.0,1.0,2,,,,,,,,,,0.5,500,Device,Pageable,NVIDIA H200 (0),1,,7,[CUDA memcpy Device-to-Host]\n"
-                 "20.0,2.0,3,1,1,1,32,1,1,16,0,0,,,,,NVIDIA H200 (0),1,,7,layer_norm_kernel\n")
+    f.write_text(
+        "Generating SQLite file report.sqlite\nProcessing [report.sqlite] with [cuda_gpu_trace.py]...\n"
+        "Start (us),Duration (us),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,StcSMem (MB),"
+        "DymSMem (MB),Bytes (MB),Throughput (MB/s),SrcMemKd,DstMemKd,Device,Ctx,GreenCtx,Strm,Name\n"
+        '10.0,5.0,1,4,1,1,128,1,1,32,0,0,,,,,NVIDIA H200 (0),1,,7,"void gemv<float, 4>(int)"\n'
+        "16.0,1.0,2,,,,,,,,,,0.5,500,Device,Pageable,NVIDIA H200 (0),1,,7,[CUDA memcpy Device-to-Host]\n"
+        "20.0,2.0,3,1,1,1,32,1,1,16,0,0,,,,,NVIDIA H200 (0),1,,7,layer_norm_kernel\n"
+    )
     t = load(str(f))
     assert [k.short for k in t.kernels] == ["gemv<float, 4>", "layer_norm_kernel"]
     assert t.kernels[0].start_s == pytest.approx(10e-6) and t.kernels[1].duration_s == pytest.approx(2e-6)
@@ -217,13 +250,38 @@ def test_kineto_trace():
 def test_ort_json_kernel_events_follow_their_node(tmp_path):
     events = [
         {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100, "ph": "X"},
-        {"cat": "Node", "name": "mm_kernel_time", "ts": 1, "dur": 30, "ph": "X",
-         "args": {"op_name": "MatMul", "provider": "CUDAExecutionProvider"}},
-        {"cat": "Kernel", "name": "nvjet_hsh_128x64", "ts": 2, "dur": 20, "ph": "X",
-         "args": {"stream": "7", "grid_x": "4", "grid_y": "1", "grid_z": "1", "block_x": "128",
-                  "block_y": "1", "block_z": "1"}},
-        {"cat": "Node", "name": "sm_kernel_time", "ts": 40, "dur": 10, "ph": "X",
-         "args": {"op_name": "Softmax", "provider": "CUDAExecutionProvider"}},
+        {
+            "cat": "Node",
+            "name": "mm_kernel_time",
+            "ts": 1,
+            "dur": 30,
+            "ph": "X",
+            "args": {"op_name": "MatMul", "provider": "CUDAExecutionProvider"},
+        },
+        {
+            "cat": "Kernel",
+            "name": "nvjet_hsh_128x64",
+            "ts": 2,
+            "dur": 20,
+            "ph": "X",
+            "args": {
+                "stream": "7",
+                "grid_x": "4",
+                "grid_y": "1",
+                "grid_z": "1",
+                "block_x": "128",
+                "block_y": "1",
+                "block_z": "1",
+            },
+        },
+        {
+            "cat": "Node",
+            "name": "sm_kernel_time",
+            "ts": 40,
+            "dur": 10,
+            "ph": "X",
+            "args": {"op_name": "Softmax", "provider": "CUDAExecutionProvider"},
+        },
         {"cat": "Kernel", "name": "softmax_warp_forward", "ts": 41, "dur": 4, "ph": "X", "args": {}},
     ]
     import json
@@ -232,6 +290,8 @@ def test_ort_json_kernel_events_follow_their_node(tmp_path):
     f.write_text(json.dumps(events))
     p = load(str(f))
     assert [(k.short, k.node, k.op, k.duration_s) for k in p.kernels] == [
-        ("nvjet_hsh_128x64", "mm", "MatMul", 20e-6), ("softmax_warp_forward", "sm", "Softmax", 4e-6)]
+        ("nvjet_hsh_128x64", "mm", "MatMul", 20e-6),
+        ("softmax_warp_forward", "sm", "Softmax", 4e-6),
+    ]
     assert p.kernels[0].grid == (4, 1, 1) and p.kernels[0].stream == 7 and not p.host
     assert p.run_wall_s == [100e-6] and math.isclose(p.total_s, 24e-6)

@@ -15,8 +15,15 @@ import shutil
 import sqlite3
 import sys
 
-KEEP = {"META_DATA_EXPORT", "EXPORT_META_DATA", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL",
-        "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "TARGET_INFO_GPU"}
+KEEP = {
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "NVTX_EVENTS",
+    "TARGET_INFO_GPU",
+}
 
 
 def trim(src: str, dst: str) -> None:

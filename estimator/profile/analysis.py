@@ -57,8 +57,18 @@ def analyse(profile: Profile, arch: str | None = None, result=None, model=None) 
         work = result.kernels[e].kernel.work if e is not None else None
         a = peaks.achieved(k, hw, work, dram) if not profile.host else peaks.Achieved()
         gap = tl.gap_before.get(i) if tl else None
-        rows.append(Row(i, k, a, peaks.bottleneck(k, a, gap) if not profile.host else
-                        peaks.Bottleneck("host", None, "a CPU op"), gap, e))
+        rows.append(
+            Row(
+                i,
+                k,
+                a,
+                peaks.bottleneck(k, a, gap)
+                if not profile.host
+                else peaks.Bottleneck("host", None, "a CPU op"),
+                gap,
+                e,
+            )
+        )
     return Analysis(profile, hw, note, rows, tl, summary.by_kind(profile.kernels), joined, validation)
 
 
@@ -77,13 +87,18 @@ def _validation(profile: Profile, result, model, joined: Joined, tl):
     v = measured_validation(result, model, joined.times, wall_s=wall, profile_runs=runs, ep=ep, source=source)
     # the unjoined measured kernels are not graph nodes: validate's join reports them as unjoined nodes
     if source:
-        v.notes.append(f"join by {joined.strategy} over {runs} iteration(s); unjoined measured kernels are "
-                       f"listed under their kernel names")
+        v.notes.append(
+            f"join by {joined.strategy} over {runs} iteration(s); unjoined measured kernels are "
+            f"listed under their kernel names"
+        )
     return v
 
 
 def _ep(profile: Profile) -> str:
-    names = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda",
-             "TensorrtExecutionProvider": "tensorrt"}
+    names = {
+        "CPUExecutionProvider": "cpu",
+        "CUDAExecutionProvider": "cuda",
+        "TensorrtExecutionProvider": "tensorrt",
+    }
     eps = [names.get(p, p) for p in profile.providers if p != "CPUExecutionProvider"]
     return eps[0] if eps else ("cpu" if profile.format == "ort-json" else "gpu")

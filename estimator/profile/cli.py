@@ -25,13 +25,22 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="estimate profile", description="Measured GPU profile vs peaks and vs the estimate.")
-    p.add_argument("file", metavar="FILE", help="nsys .sqlite or stats CSV, ncu .ncu-rep or CSV, onnxruntime "
-                                                 "profile JSON, PyTorch profiler trace (.json or .json.gz)")
-    p.add_argument("--model", metavar="M.onnx|NAME", help="join to the estimate of this ONNX file or bundled "
-                                                          "model (see estimate --list-models)")
+    p.add_argument(
+        "file",
+        metavar="FILE",
+        help="nsys .sqlite or stats CSV, ncu .ncu-rep or CSV, onnxruntime "
+        "profile JSON, PyTorch profiler trace (.json or .json.gz)",
+    )
+    p.add_argument(
+        "--model",
+        metavar="M.onnx|NAME",
+        help="join to the estimate of this ONNX file or bundled model (see estimate --list-models)",
+    )
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="bind a free dim")
-    p.add_argument("--arch", help="GPU for the peaks and the estimate when the profile does not name one "
-                                  "(or to override it)")
+    p.add_argument(
+        "--arch",
+        help="GPU for the peaks and the estimate when the profile does not name one (or to override it)",
+    )
     p.add_argument("--fusion", default="none", help="fusion strategy of the estimate (default none)")
     p.add_argument("--roofline", action="store_true", help="roofline estimate (no tile plans)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -53,8 +62,10 @@ def _model(spec: str, dims: dict[str, int]):
         proto = load_model(spec)
         check_opset(proto)
     else:
-        raise ProfileUsageError(f"--model {spec!r}: neither an .onnx file nor a bundled model "
-                                f"({', '.join(sorted(models.MODELS))})")
+        raise ProfileUsageError(
+            f"--model {spec!r}: neither an .onnx file nor a bundled model "
+            f"({', '.join(sorted(models.MODELS))})"
+        )
     name_nodes(proto)
     return proto, import_model(proto), dims
 
@@ -71,10 +82,17 @@ def _estimate(args, profile, arch: str | None):
     proto, graph, dims = _model(args.model, parse_dims(args.dim))
     hw = resolve(profile.gpu, arch)[0] if not profile.host else (hwdesc.load(arch) if arch else None)
     if hw is None:
-        raise ProfileUsageError("the profile names no GPU with a bundled descriptor: give --arch for the "
-                                "estimate" + (" (host for this machine's CPU)" if profile.host else ""))
-    result = estimate(graph, hw, dims=dims, pipeline=pipeline_for(args.fusion),
-                      tiling=not args.roofline and not profile.host)
+        raise ProfileUsageError(
+            "the profile names no GPU with a bundled descriptor: give --arch for the "
+            "estimate" + (" (host for this machine's CPU)" if profile.host else "")
+        )
+    result = estimate(
+        graph,
+        hw,
+        dims=dims,
+        pipeline=pipeline_for(args.fusion),
+        tiling=not args.roofline and not profile.host,
+    )
     if result.symbolic:
         free = ", ".join(k for k, v in result.dims.items() if v is None)
         raise ProfileUsageError(f"the join needs every dim bound; free: {free} (give --dim NAME=VALUE)")
@@ -82,7 +100,6 @@ def _estimate(args, profile, arch: str | None):
 
 
 def run(argv: list[str]) -> int:
-    from estimator.host import resolve_arch
     from estimator.profile import report
     from estimator.profile.analysis import analyse
     from estimator.profile.load import load
@@ -92,7 +109,11 @@ def run(argv: list[str]) -> int:
         raise ProfileUsageError("--top must be at least 1")
     if args.dim and not args.model:
         raise ProfileUsageError("--dim binds the dims of --model; give --model too")
-    arch = resolve_arch(args.arch) if args.arch else None
+    arch = None
+    if args.arch:
+        from estimator.host import resolve_arch  # "host": this machine's descriptor (imports onnxruntime)
+
+        arch = resolve_arch(args.arch)
     profile = load(args.file)
     result = proto = None
     if args.model:

@@ -13,9 +13,15 @@ from estimator.profile.record import GpuInfo, ProfileError
 # device name -> bundled SKU; first match wins (GB200 before B200, H100 PCIe/NVL before H100).
 # NB: H800 is an H100 SXM with fewer NVLink lanes; its SMs, clocks and HBM3 match h100-sxm.
 SKU_PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"GB200", "gb200"), (r"B300", "b300"), (r"B200", "b200"), (r"H200", "h200"),
-    (r"H100.*(PCIe|NVL)", "h100-pcie"), (r"H100|H800", "h100-sxm"), (r"RTX PRO 6000", "rtx-pro-6000"),
-    (r"RTX 5090", "rtx-5090"), (r"A100", "a100"),
+    (r"GB200", "gb200"),
+    (r"B300", "b300"),
+    (r"B200", "b200"),
+    (r"H200", "h200"),
+    (r"H100.*(PCIe|NVL)", "h100-pcie"),
+    (r"H100|H800", "h100-sxm"),
+    (r"RTX PRO 6000", "rtx-pro-6000"),
+    (r"RTX 5090", "rtx-5090"),
+    (r"A100", "a100"),
 )
 
 
@@ -41,8 +47,10 @@ def resolve(gpu: GpuInfo | None, arch: str | None):
     if named:
         return hwdesc.load(named), f"from the profile ({gpu.name} -> {named})"
     what = (gpu.name or f"compute capability {gpu.compute_capability}") if gpu else "no GPU named"
-    return None, (f"{what}: no bundled descriptor; give --arch for fractions of peak derived from times "
-                  f"(counter percentages are shown as measured)")
+    return None, (
+        f"{what}: no bundled descriptor; give --arch for fractions of peak derived from times "
+        f"(counter percentages are shown as measured)"
+    )
 
 
 def dram_peak(gpu: GpuInfo | None, hw) -> float | None:

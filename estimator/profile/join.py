@@ -23,8 +23,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from estimator.ort_runner import NodeTime
-from estimator.profile.record import MeasuredKernel, Profile
 from estimator.profile.ort_json import OP_KINDS
+from estimator.profile.record import Profile
 
 WINDOW = 8  # estimator kernels looked ahead for a measured kernel of the same kind
 _ORT_NVTX = re.compile(r"^[\w.]+\.\d+\((.*)\)$")  # OpType.Index(NodeName)
@@ -36,7 +36,8 @@ class Joined:
     times: list[NodeTime]  # per source node (joined) or per measured kernel name (unjoined)
     unjoined_names: set[str]  # NodeTime names that are measured kernels, not graph nodes
     iterations: int
-    assigned: dict[int, int] = field(default_factory=dict)  # record index -> Result.kernels index (1:1)
+    # record index -> Result.kernels index, where the record is that kernel's whole time in its iteration
+    assigned: dict[int, int] = field(default_factory=dict)
 
 
 def node_name(label: str | None) -> str | None:
@@ -73,15 +74,22 @@ def _by_node(profile: Profile, named: list[str | None], kernel_of: dict[str, int
     """Records with a node name time that node; the others are unjoined under their kernel name
     (onnxruntime node records: their node name, so unjoined nodes read as in --validate)."""
     items, loose = [], set()
-    counts: dict[str, list[int]] = defaultdict(list)
+    counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))  # node -> run -> records
     for i, (k, n) in enumerate(zip(profile.kernels, named, strict=True)):
         if n in kernel_of:
             items.append((n, k.op or k.kind, k.run, k.duration_s))
-            counts[n].append(i)
+            counts[n][k.run].append(i)
         else:
             items.append((k.short, k.op or k.kind, k.run, k.duration_s))
             loose.add(k.short)
-    assigned = {idx[0]: kernel_of[n] for n, idx in counts.items() if len(idx) == 1}
+    # a node that launched one kernel per run owns that kernel's Work; several kernels share it (not 1:1)
+    assigned = {
+        i: kernel_of[n]
+        for n, runs in counts.items()
+        if all(len(r) == 1 for r in runs.values())
+        for r in runs.values()
+        for i in r
+    }
     return Joined("node", _median_per_run(items), loose, profile.runs, assigned)
 
 
@@ -100,8 +108,18 @@ def _by_order(profile: Profile, result) -> Joined:
     j, wraps, wrapped = 0, 0, False
     for i in _order(profile):
         k = profile.kernels[i]
-        found = next((e for e in ((j + step) % len(est) for step in range(min(WINDOW, len(est))))
-                      if k.kind == "other" or est[e] == k.kind), None) if est else None
+        found = (
+            next(
+                (
+                    e
+                    for e in ((j + step) % len(est) for step in range(min(WINDOW, len(est))))
+                    if k.kind == "other" or est[e] == k.kind
+                ),
+                None,
+            )
+            if est
+            else None
+        )
         if found is None:
             loose.append((k.short, k.kind, 0, k.duration_s))
             continue
@@ -112,8 +130,10 @@ def _by_order(profile: Profile, result) -> Joined:
         j, wrapped = found + 1, found + 1 == len(est)
         j %= len(est)
     iterations = wraps + 1
-    times = [NodeTime(result.kernels[e].kernel.nodes[0].name, result.kernels[e].kernel.op, s / iterations)
-             for e, s in sorted(measured.items())]
+    times = [
+        NodeTime(result.kernels[e].kernel.nodes[0].name, result.kernels[e].kernel.op, s / iterations)
+        for e, s in sorted(measured.items())
+    ]
     unjoined = [NodeTime(t.name, t.op, t.seconds / iterations) for t in _median_per_run(loose)]
-    assigned = {idx[0]: e for e, idx in hits.items() if len(idx) == 1}
+    assigned = {i: e for e, idx in hits.items() for i in idx}  # one record per kernel and iteration
     return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned)

@@ -62,19 +62,27 @@ def _json(path: str, data: bytes) -> Profile:
         return torch_trace.read_doc(path, doc)
     if ort_json.looks_like(doc):
         return ort_json.read_events(path, doc)
-    raise ProfileError(f"{path}: JSON, but neither a PyTorch/Kineto trace (no traceEvents) nor an "
-                       f"onnxruntime profile (no Node/Session events)")
+    raise ProfileError(
+        f"{path}: JSON, but neither a PyTorch/Kineto trace (no traceEvents) nor an "
+        f"onnxruntime profile (no Node/Session events)"
+    )
 
 
 def _text(path: str, head: str) -> Profile:
     lines = head.splitlines()[:60]
     if any(line.startswith('"') and '"Kernel Name"' in line for line in lines):
         return ncu_csv.read(path)
-    if any("," in line and "Name" in line and ("Total Time" in line or "Start" in line or "RangeId" in line)
-           for line in lines):
+    if any(
+        "," in line and "Name" in line and ("Total Time" in line or "Start" in line or "RangeId" in line)
+        for line in lines
+    ):
         return nsys_csv.read(path)
     if any(line.lstrip().startswith("--------") for line in lines) or "Executing '" in head:
-        raise ProfileError(f"{path}: column-aligned nsys console output (names truncated); re-run "
-                           f"`nsys stats --format csv` or give the SQLite export")
-    raise ProfileError(f"{path}: not a profile this tool reads (Nsight Systems SQLite or stats CSV, "
-                       f"Nsight Compute .ncu-rep or CSV, onnxruntime or PyTorch profiler JSON)")
+        raise ProfileError(
+            f"{path}: column-aligned nsys console output (names truncated); re-run "
+            f"`nsys stats --format csv` or give the SQLite export"
+        )
+    raise ProfileError(
+        f"{path}: not a profile this tool reads (Nsight Systems SQLite or stats CSV, "
+        f"Nsight Compute .ncu-rep or CSV, onnxruntime or PyTorch profiler JSON)"
+    )

@@ -21,17 +21,32 @@ KINDS = ("gemm", "attention", "norm", "elementwise", "reduction", "copy", "commu
 
 # (kind, pattern) in lookup order; patterns are matched case-insensitively against the normalised name.
 RULES: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|cross_device"
-                      r"|sendrecv|nvshmem"),
+    (
+        "communication",
+        r"nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|alltoall|cross_device"
+        r"|sendrecv|nvshmem",
+    ),
     ("attention", r"flash|fmha|attention|attn|\bmha|sdpa|xformers|paged_kv|decode_kv"),
-    ("gemm", r"gemm|gemv|nvjet|xmma|cutlass|wgmma|hgmma|matmul|cublas|s16816|s161616|tensorop"
-             r"|triton_tem_|triton_.*mm|\bbmm|implicit_gemm|fprop|dgrad|wgrad|conv"),
+    (
+        "gemm",
+        r"gemm|gemv|nvjet|xmma|cutlass|wgmma|hgmma|matmul|cublas|s16816|s161616|tensorop"
+        r"|triton_tem_|triton_.*mm|\bbmm|implicit_gemm|fprop|dgrad|wgrad|conv",
+    ),
     ("norm", r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax|norm_kernel"),
-    ("reduction", r"reduce|reduction|triton_red_|triton_per_|argmax|argmin|topk|cub::|sum_kernel|scan_kernel"),
-    ("copy", r"copy|memcpy|transpose|permute|catarray|cat_kernel|gather|scatter|index_select|indexing"
-             r"|embedding|concat|split_kernel|pad_kernel"),
-    ("elementwise", r"elementwise|functor|triton_poi_|pointwise|fill|activation|gelu|silu|swiglu|relu"
-                    r"|sigmoid|tanh|\badd|\bmul|rotary|rope|dropout|cast|quant"),
+    (
+        "reduction",
+        r"reduce|reduction|triton_red_|triton_per_|argmax|argmin|topk|cub::|sum_kernel|scan_kernel",
+    ),
+    (
+        "copy",
+        r"copy|memcpy|transpose|permute|catarray|cat_kernel|gather|scatter|index_select|indexing"
+        r"|embedding|concat|split_kernel|pad_kernel",
+    ),
+    (
+        "elementwise",
+        r"elementwise|functor|triton_poi_|pointwise|fill|activation|gelu|silu|swiglu|relu"
+        r"|sigmoid|tanh|\badd|\bmul|rotary|rope|dropout|cast|quant",
+    ),
 )
 _COMPILED = tuple((kind, re.compile(p, re.IGNORECASE)) for kind, p in RULES)
 _CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|long|char|short|unsigned)(?: long)*\)")

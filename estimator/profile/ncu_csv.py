@@ -43,17 +43,37 @@ LABELS: dict[str, str] = {
     "Mem Pipes Busy": "sm__memory_throughput.avg.pct_of_peak_sustained_elapsed",
 }
 # "Memory Throughput" means two things: a % in SpeedOfLight, bytes/s in MemoryWorkloadAnalysis.
-MEMORY_THROUGHPUT = {"%": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                     "byte/s": "dram__bytes.sum.per_second"}
+MEMORY_THROUGHPUT = {
+    "%": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "byte/s": "dram__bytes.sum.per_second",
+}
 # unit (as printed, lower case) -> (base unit, factor)
 UNITS: dict[str, tuple[str, float]] = {
-    "nsecond": ("ns", 1.0), "ns": ("ns", 1.0), "usecond": ("ns", 1e3), "us": ("ns", 1e3),
-    "msecond": ("ns", 1e6), "ms": ("ns", 1e6), "second": ("ns", 1e9), "s": ("ns", 1e9),
-    "byte": ("byte", 1.0), "kbyte": ("byte", 1e3), "mbyte": ("byte", 1e6), "gbyte": ("byte", 1e9),
-    "tbyte": ("byte", 1e12), "byte/s": ("byte/s", 1.0), "byte/second": ("byte/s", 1.0),
-    "kbyte/s": ("byte/s", 1e3), "mbyte/s": ("byte/s", 1e6), "gbyte/s": ("byte/s", 1e9),
-    "tbyte/s": ("byte/s", 1e12), "hz": ("hz", 1.0), "khz": ("hz", 1e3), "mhz": ("hz", 1e6),
-    "ghz": ("hz", 1e9), "cycle/nsecond": ("hz", 1e9), "cycle/usecond": ("hz", 1e6),
+    "nsecond": ("ns", 1.0),
+    "ns": ("ns", 1.0),
+    "usecond": ("ns", 1e3),
+    "us": ("ns", 1e3),
+    "msecond": ("ns", 1e6),
+    "ms": ("ns", 1e6),
+    "second": ("ns", 1e9),
+    "s": ("ns", 1e9),
+    "byte": ("byte", 1.0),
+    "kbyte": ("byte", 1e3),
+    "mbyte": ("byte", 1e6),
+    "gbyte": ("byte", 1e9),
+    "tbyte": ("byte", 1e12),
+    "byte/s": ("byte/s", 1.0),
+    "byte/second": ("byte/s", 1.0),
+    "kbyte/s": ("byte/s", 1e3),
+    "mbyte/s": ("byte/s", 1e6),
+    "gbyte/s": ("byte/s", 1e9),
+    "tbyte/s": ("byte/s", 1e12),
+    "hz": ("hz", 1.0),
+    "khz": ("hz", 1e3),
+    "mhz": ("hz", 1e6),
+    "ghz": ("hz", 1e9),
+    "cycle/nsecond": ("hz", 1e9),
+    "cycle/usecond": ("hz", 1e6),
 }
 
 
@@ -91,22 +111,36 @@ def _rows(path: str) -> list[list[str]]:
 def _check(path: str, header: list[str], wanted: tuple[str, ...], page: str) -> None:
     missing = [c for c in wanted if c not in header]
     if missing:
-        raise ProfileError(f"{path}: an ncu {page} CSV needs the column(s) {', '.join(missing)}; the header "
-                           f"has {', '.join(header[:8])}...")
+        raise ProfileError(
+            f"{path}: an ncu {page} CSV needs the column(s) {', '.join(missing)}; the header "
+            f"has {', '.join(header[:8])}..."
+        )
 
 
-def _kernel(path: str, ident: dict[str, str], counters: dict[str, float], warnings: list[str]) -> MeasuredKernel:
+def _kernel(
+    path: str, ident: dict[str, str], counters: dict[str, float], warnings: list[str]
+) -> MeasuredKernel:
     name = ident["Kernel Name"]
     duration = counters.get("gpu__time_duration.sum")
     if duration is None:
-        warnings.append(f"launch {ident['ID']} ({names.normalise(name)}): no gpu__time_duration.sum "
-                        f"(Duration); its time counts as 0")
-    return MeasuredKernel(name, names.normalise(name), names.kind_of(name), (duration or 0.0) / 1e9,
-                          stream=_int(ident.get("Stream")), device=_int(ident.get("Device")),
-                          grid=_dim3(ident.get("Grid Size")), block=_dim3(ident.get("Block Size")),
-                          registers=int(counters["launch__registers_per_thread"])
-                          if "launch__registers_per_thread" in counters else None,
-                          counters=MappingProxyType(counters))
+        warnings.append(
+            f"launch {ident['ID']} ({names.normalise(name)}): no gpu__time_duration.sum "
+            f"(Duration); its time counts as 0"
+        )
+    return MeasuredKernel(
+        name,
+        names.normalise(name),
+        names.kind_of(name),
+        (duration or 0.0) / 1e9,
+        stream=_int(ident.get("Stream")),
+        device=_int(ident.get("Device")),
+        grid=_dim3(ident.get("Grid Size")),
+        block=_dim3(ident.get("Block Size")),
+        registers=int(counters["launch__registers_per_thread"])
+        if "launch__registers_per_thread" in counters
+        else None,
+        counters=MappingProxyType(counters),
+    )
 
 
 def _gpu(idents: list[dict[str, str]]) -> GpuInfo | None:
@@ -137,8 +171,11 @@ def _details(path: str, header: list[str], rows: list[list[str]]) -> Profile:
         if not metric or parsed is None:
             continue  # a rule row, or n/a
         value, base = parsed
-        key = metric if "__" in metric else (MEMORY_THROUGHPUT.get(base) if metric == "Memory Throughput"
-                                             else LABELS.get(metric))
+        key = (
+            metric
+            if "__" in metric
+            else (MEMORY_THROUGHPUT.get(base) if metric == "Memory Throughput" else LABELS.get(metric))
+        )
         if key:
             counters.setdefault(key, value)
     warnings: list[str] = []
@@ -153,8 +190,10 @@ def _raw(path: str, header: list[str], rows: list[list[str]]) -> Profile:
         raise ProfileError(f"{path}: the ncu raw-page CSV has no units row and no launches")
     first_metric = next((i for i, c in enumerate(header) if "__" in c), None)
     if first_metric is None:
-        raise ProfileError(f"{path}: neither an ncu details page (no 'Metric Name' column) nor a raw page "
-                           f"(no metric columns such as gpu__time_duration.sum)")
+        raise ProfileError(
+            f"{path}: neither an ncu details page (no 'Metric Name' column) nor a raw page "
+            f"(no metric columns such as gpu__time_duration.sum)"
+        )
     units, launches = rows[0], rows[1:]
     warnings: list[str] = []
     kernels = []
@@ -163,8 +202,9 @@ def _raw(path: str, header: list[str], rows: list[list[str]]) -> Profile:
         row = row + [""] * (len(header) - len(row))
         ident = dict(zip(header[:first_metric], row[:first_metric], strict=True))
         counters = {}
-        for name, unit, text in zip(header[first_metric:], units[first_metric:], row[first_metric:],
-                                    strict=False):
+        for name, unit, text in zip(
+            header[first_metric:], units[first_metric:], row[first_metric:], strict=False
+        ):
             parsed = _value(text, unit)
             if parsed is not None:
                 counters[name] = parsed[0]

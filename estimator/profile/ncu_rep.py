@@ -22,9 +22,11 @@ def _module():
     try:
         import ncu_report
     except ImportError:
-        raise ProfileError("reading a .ncu-rep needs NVIDIA's ncu_report module: pip install "
-                           "'gpu-inference-estimator[nsight]' (the ncu-report wheel), or export it with "
-                           "`ncu --import FILE --csv --page details`") from None
+        raise ProfileError(
+            "reading a .ncu-rep needs NVIDIA's ncu_report module: pip install "
+            "'gpu-inference-estimator[nsight]' (the ncu-report wheel), or export it with "
+            "`ncu --import FILE --csv --page details`"
+        ) from None
     return ncu_report
 
 
@@ -46,16 +48,22 @@ def _dim3(c: dict[str, float], prefix: str) -> tuple[int, int, int] | None:
 
 def _gpu(action, c: dict[str, float]) -> GpuInfo:
     name = action.metric_by_name("device__attribute_display_name")
-    major, minor = c.get("device__attribute_compute_capability_major"), c.get(
-        "device__attribute_compute_capability_minor")
+    major, minor = (
+        c.get("device__attribute_compute_capability_major"),
+        c.get("device__attribute_compute_capability_minor"),
+    )
     peak = c.get("dram__bytes.sum.peak_sustained", 0.0) * c.get("dram__cycles_elapsed.avg.per_second", 0.0)
     clock = c.get("device__attribute_clock_rate")  # kHz
-    return GpuInfo(name.value() if name is not None else "",
-                   f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None,
-                   int(c["device__attribute_multiprocessor_count"])
-                   if "device__attribute_multiprocessor_count" in c else None,
-                   peak if peak > 0 else None, clock * 1e3 if clock else None,
-                   c.get("device__attribute_l2_cache_size"))
+    return GpuInfo(
+        name.value() if name is not None else "",
+        f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None,
+        int(c["device__attribute_multiprocessor_count"])
+        if "device__attribute_multiprocessor_count" in c
+        else None,
+        peak if peak > 0 else None,
+        clock * 1e3 if clock else None,
+        c.get("device__attribute_l2_cache_size"),
+    )
 
 
 def read(path: str) -> Profile:
@@ -75,19 +83,31 @@ def read(path: str) -> Profile:
             c = _numbers(action)
             duration = c.get(DURATION, math.nan)
             if math.isnan(duration):
-                warnings.append(f"action {j} ({action.name(action.NameBase_FUNCTION)}): no measured "
-                                f"duration ({DURATION} is NaN or absent: a replay that collected nothing); "
-                                f"left out")
+                warnings.append(
+                    f"action {j} ({action.name(action.NameBase_FUNCTION)}): no measured "
+                    f"duration ({DURATION} is NaN or absent: a replay that collected nothing); "
+                    f"left out"
+                )
                 continue
             gpu = gpu or _gpu(action, c)
             smem = sum(c.get(f"launch__shared_mem_per_block_{k}", 0.0) for k in ("static", "dynamic"))
-            kernels.append(MeasuredKernel(
-                full, names.normalise(full), names.kind_of(full), duration / 1e9,
-                stream=int(c["launch__stream_id"]) if "launch__stream_id" in c else None,
-                device=int(c["launch__device_id"]) if "launch__device_id" in c else None,
-                grid=_dim3(c, "grid"), block=_dim3(c, "block"),
-                registers=int(c["launch__registers_per_thread"]) if "launch__registers_per_thread" in c
-                else None, shared_bytes=int(smem), counters=MappingProxyType(c)))
+            kernels.append(
+                MeasuredKernel(
+                    full,
+                    names.normalise(full),
+                    names.kind_of(full),
+                    duration / 1e9,
+                    stream=int(c["launch__stream_id"]) if "launch__stream_id" in c else None,
+                    device=int(c["launch__device_id"]) if "launch__device_id" in c else None,
+                    grid=_dim3(c, "grid"),
+                    block=_dim3(c, "block"),
+                    registers=int(c["launch__registers_per_thread"])
+                    if "launch__registers_per_thread" in c
+                    else None,
+                    shared_bytes=int(smem),
+                    counters=MappingProxyType(c),
+                )
+            )
     if not kernels:
         raise ProfileError(f"{path}: no kernel in the report has a measured duration")
     return Profile(path, "ncu-rep", kernels, gpu, warnings)

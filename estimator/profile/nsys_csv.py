@@ -51,40 +51,58 @@ def read(path: str) -> Profile:
     scale = {_base(c)[0]: _base(c)[1] for c in rows[at]}
     col = {c: i for i, c in enumerate(header)}
     if "RangeId" in col or "NameTree" in col:
-        raise ProfileError(f"{path}: an nsys NVTX range trace (nvtx_pushpop_trace) holds ranges, not "
-                           f"kernels: export cuda_gpu_trace or cuda_gpu_kern_sum, or the SQLite file")
+        raise ProfileError(
+            f"{path}: an nsys NVTX range trace (nvtx_pushpop_trace) holds ranges, not "
+            f"kernels: export cuda_gpu_trace or cuda_gpu_kern_sum, or the SQLite file"
+        )
     if all(c in col for c in SUMMARY):
         return _summary(path, rows, at, col, scale)
     if all(c in col for c in TRACE):
         return _trace(path, rows, at, col, scale)
-    raise ProfileError(f"{path}: an nsys stats CSV needs the columns {', '.join(SUMMARY)} "
-                       f"(cuda_gpu_kern_sum) or {', '.join(TRACE)} (cuda_gpu_trace); it has "
-                       f"{', '.join(header)}")
+    raise ProfileError(
+        f"{path}: an nsys stats CSV needs the columns {', '.join(SUMMARY)} "
+        f"(cuda_gpu_kern_sum) or {', '.join(TRACE)} (cuda_gpu_trace); it has "
+        f"{', '.join(header)}"
+    )
 
 
 def _summary(path, rows, at, col, scale) -> Profile:
     kernels = []
-    for i, row in enumerate(rows[at + 1:], start=at + 1):
+    for i, row in enumerate(rows[at + 1 :], start=at + 1):
         if len(row) < len(col):
             if any(c.strip() for c in row):
                 raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {len(col)} columns (truncated?)")
             continue
         name = row[col["Name"]]
         total = _number(row[col["Total Time"]], path, i) / scale["Total Time"]
-        kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name), total,
-                                      instances=int(_number(row[col["Instances"]], path, i))))
+        kernels.append(
+            MeasuredKernel(
+                name,
+                names.normalise(name),
+                names.kind_of(name),
+                total,
+                instances=int(_number(row[col["Instances"]], path, i)),
+            )
+        )
     if not kernels:
         raise ProfileError(f"{path}: the kernel summary has a header but no rows")
-    return Profile(path, "nsys-csv", kernels, None,
-                   ["a kernel summary (cuda_gpu_kern_sum): no per-launch timestamps, streams or launch "
-                    "shapes, so no timeline; the GPU comes from --arch"])
+    return Profile(
+        path,
+        "nsys-csv",
+        kernels,
+        None,
+        [
+            "a kernel summary (cuda_gpu_kern_sum): no per-launch timestamps, streams or launch "
+            "shapes, so no timeline; the GPU comes from --arch"
+        ],
+    )
 
 
 def _trace(path, rows, at, col, scale) -> Profile:
     kernels, gpu, skipped = [], None, 0
     grid = [c for c in ("GrdX", "GrdY", "GrdZ") if c in col]
     block = [c for c in ("BlkX", "BlkY", "BlkZ") if c in col]
-    for i, row in enumerate(rows[at + 1:], start=at + 1):
+    for i, row in enumerate(rows[at + 1 :], start=at + 1):
         if len(row) < len(col):
             if any(c.strip() for c in row):
                 raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {len(col)} columns (truncated?)")
@@ -96,13 +114,19 @@ def _trace(path, rows, at, col, scale) -> Profile:
         device, dev_index = _device(row[col["Device"]]) if "Device" in col else (None, None)
         if device and gpu is None:
             gpu = GpuInfo(device)
-        kernels.append(MeasuredKernel(
-            name, names.normalise(name), names.kind_of(name),
-            _number(row[col["Duration"]], path, i) / scale["Duration"],
-            start_s=_number(row[col["Start"]], path, i) / scale["Start"],
-            stream=int(_number(row[col["Strm"]], path, i)) if "Strm" in col else None, device=dev_index,
-            grid=tuple(int(_number(row[col[c]], path, i)) for c in grid) if len(grid) == 3 else None,
-            block=tuple(int(_number(row[col[c]], path, i)) for c in block) if len(block) == 3 else None))
+        kernels.append(
+            MeasuredKernel(
+                name,
+                names.normalise(name),
+                names.kind_of(name),
+                _number(row[col["Duration"]], path, i) / scale["Duration"],
+                start_s=_number(row[col["Start"]], path, i) / scale["Start"],
+                stream=int(_number(row[col["Strm"]], path, i)) if "Strm" in col else None,
+                device=dev_index,
+                grid=tuple(int(_number(row[col[c]], path, i)) for c in grid) if len(grid) == 3 else None,
+                block=tuple(int(_number(row[col[c]], path, i)) for c in block) if len(block) == 3 else None,
+            )
+        )
     if not kernels:
         raise ProfileError(f"{path}: the GPU trace has no kernel rows")
     warnings = [f"{skipped} memcpy/memset rows left out"] if skipped else []

@@ -39,13 +39,16 @@ def _connect(path: str) -> tuple[sqlite3.Connection, set[str]]:
 def _schema(db: sqlite3.Connection, tables: set[str], path: str) -> str:
     meta = next((t for t in META_TABLES if t in tables), None)
     if meta is None:
-        raise ProfileError(f"{path}: an SQLite file but not an Nsight Systems export (no {' or '.join(META_TABLES)}"
-                           f" table)")
+        raise ProfileError(
+            f"{path}: an SQLite file but not an Nsight Systems export (no {' or '.join(META_TABLES)} table)"
+        )
     rows = dict(db.execute(f"select name, value from {meta}"))
     version = str(rows.get("EXPORT_SCHEMA_VERSION", ""))
     if version.split(".")[0] not in SCHEMA_MAJORS:
-        raise ProfileError(f"{path}: Nsight Systems export schema {version or 'unknown'!r} is not one this "
-                           f"reader knows (majors {', '.join(SCHEMA_MAJORS)})")
+        raise ProfileError(
+            f"{path}: Nsight Systems export schema {version or 'unknown'!r} is not one this "
+            f"reader knows (majors {', '.join(SCHEMA_MAJORS)})"
+        )
     return version
 
 
@@ -57,13 +60,22 @@ def _gpus(db: sqlite3.Connection, tables: set[str]) -> dict[int, GpuInfo]:
     if "TARGET_INFO_GPU" not in tables:
         return {}
     cols = _columns(db, "TARGET_INFO_GPU")
-    want = ["id", "name", "computeMajor", "computeMinor", "smCount", "memoryBandwidth", "clockRate",
-            "l2CacheSize"]
+    want = [
+        "id",
+        "name",
+        "computeMajor",
+        "computeMinor",
+        "smCount",
+        "memoryBandwidth",
+        "clockRate",
+        "l2CacheSize",
+    ]
     sel = ", ".join(c if c in cols else "NULL" for c in want)
     out = {}
     for i, name, major, minor, sms, bw, clock, l2 in db.execute(f"select {sel} from TARGET_INFO_GPU"):
-        out[int(i)] = GpuInfo(name or "", f"{major}.{minor}" if major is not None else None, sms, bw,
-                              clock, l2)
+        out[int(i)] = GpuInfo(
+            name or "", f"{major}.{minor}" if major is not None else None, sms, bw, clock, l2
+        )
     return out
 
 
@@ -75,8 +87,10 @@ def _nvtx(db: sqlite3.Connection, tables: set[str]) -> dict[int, list[tuple[int,
     text = "coalesce(n.text, s.value)" if "textId" in cols else "n.text"
     join = "left join StringIds s on s.id = n.textId" if "textId" in cols else ""
     ranges: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
-    sql = (f"select n.globalTid, n.start, n.end, {text} from NVTX_EVENTS n {join} "
-           f"where n.eventType in ({', '.join(map(str, NVTX_RANGES))}) and n.end is not null")
+    sql = (
+        f"select n.globalTid, n.start, n.end, {text} from NVTX_EVENTS n {join} "
+        f"where n.eventType in ({', '.join(map(str, NVTX_RANGES))}) and n.end is not null"
+    )
     for tid, start, end, label in db.execute(sql):
         ranges[tid].append((start, end, label or ""))
     for rs in ranges.values():
@@ -133,26 +147,45 @@ def read(path: str) -> Profile:
 def _read(db: sqlite3.Connection, tables: set[str], path: str) -> Profile:
     version = _schema(db, tables, path)
     if KERNEL not in tables:
-        raise ProfileError(f"{path}: the export has no {KERNEL} table: no CUDA kernel was captured "
-                           f"(was `nsys profile --trace cuda` on?)")
+        raise ProfileError(
+            f"{path}: the export has no {KERNEL} table: no CUDA kernel was captured "
+            f"(was `nsys profile --trace cuda` on?)"
+        )
     cols = _columns(db, KERNEL)
     missing = [c for c in NEEDED if c not in cols]
     if missing:
         raise ProfileError(f"{path}: unknown schema {version}: {KERNEL} lacks {', '.join(missing)}")
     warnings: list[str] = []
     runtime = "CUPTI_ACTIVITY_KIND_RUNTIME" in tables
-    launch = ("r.start, r.tid" if runtime else "NULL, NULL")
+    launch = "r.start, r.tid" if runtime else "NULL, NULL"
     # One launch per (process, correlation): the outermost call (a runtime call and the driver call it
     # makes share the correlation id; schema 2.x records both).
-    launch_join = ("left join (select correlationId as cid, globalTid >> 24 as pid, min(start) as start, "
-                   "min(globalTid) as tid from CUPTI_ACTIVITY_KIND_RUNTIME group by cid, pid) r "
-                   "on r.cid = k.correlationId and r.pid = (k.globalPid >> 24)" if runtime else "")
-    opt = [c if c in cols else "NULL" for c in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ",
-                                                 "registersPerThread", "staticSharedMemory",
-                                                 "dynamicSharedMemory")]
-    sql = (f"select k.start, k.end, k.deviceId, k.streamId, s.value, {launch}, "
-           f"{', '.join('k.' + c if c != 'NULL' else c for c in opt)} "
-           f"from {KERNEL} k join StringIds s on s.id = k.demangledName {launch_join} order by k.start")
+    launch_join = (
+        "left join (select correlationId as cid, globalTid >> 24 as pid, min(start) as start, "
+        "min(globalTid) as tid from CUPTI_ACTIVITY_KIND_RUNTIME group by cid, pid) r "
+        "on r.cid = k.correlationId and r.pid = (k.globalPid >> 24)"
+        if runtime
+        else ""
+    )
+    opt = [
+        c if c in cols else "NULL"
+        for c in (
+            "gridX",
+            "gridY",
+            "gridZ",
+            "blockX",
+            "blockY",
+            "blockZ",
+            "registersPerThread",
+            "staticSharedMemory",
+            "dynamicSharedMemory",
+        )
+    ]
+    sql = (
+        f"select k.start, k.end, k.deviceId, k.streamId, s.value, {launch}, "
+        f"{', '.join('k.' + c if c != 'NULL' else c for c in opt)} "
+        f"from {KERNEL} k join StringIds s on s.id = k.demangledName {launch_join} order by k.start"
+    )
     rows = db.execute(sql).fetchall()
     nodes = _nodes(_nvtx(db, tables), rows)
     kernels = []
@@ -161,19 +194,32 @@ def _read(db: sqlite3.Connection, tables: set[str], path: str) -> Profile:
         start, end, dev, stream, name, lstart, _tid, gx, gy, gz, bx, by, bz, regs, ssm, dsm = row
         if lstart is None:
             unlaunched += 1
-        kernels.append(MeasuredKernel(
-            name, names.normalise(name), names.kind_of(name), (end - start) / 1e9,
-            start_s=start / 1e9, launch_s=lstart / 1e9 if lstart is not None else None, stream=stream,
-            device=dev, grid=(gx, gy, gz) if gx is not None else None,
-            block=(bx, by, bz) if bx is not None else None, registers=regs,
-            shared_bytes=(ssm or 0) + (dsm or 0) if ssm is not None else None, node=node))
+        kernels.append(
+            MeasuredKernel(
+                name,
+                names.normalise(name),
+                names.kind_of(name),
+                (end - start) / 1e9,
+                start_s=start / 1e9,
+                launch_s=lstart / 1e9 if lstart is not None else None,
+                stream=stream,
+                device=dev,
+                grid=(gx, gy, gz) if gx is not None else None,
+                block=(bx, by, bz) if bx is not None else None,
+                registers=regs,
+                shared_bytes=(ssm or 0) + (dsm or 0) if ssm is not None else None,
+                node=node,
+            )
+        )
     if not kernels:
         raise ProfileError(f"{path}: the export's {KERNEL} table is empty: no kernel ran in the capture")
     if not runtime:
         warnings.append("no CUPTI_ACTIVITY_KIND_RUNTIME table: no launch latencies, no NVTX attribution")
     elif unlaunched:
-        warnings.append(f"{unlaunched} of {len(kernels)} kernels have no runtime launch record (a trimmed "
-                        f"capture?): launch latency and NVTX attribution use the rest")
+        warnings.append(
+            f"{unlaunched} of {len(kernels)} kernels have no runtime launch record (a trimmed "
+            f"capture?): launch latency and NVTX attribution use the rest"
+        )
     gpus = _gpus(db, tables)
     used = sorted({k.device for k in kernels})
     gpu = next((gpus[d] for d in used if d in gpus), None)

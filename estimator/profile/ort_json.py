@@ -24,19 +24,33 @@ from estimator.profile.record import MeasuredKernel, Profile, ProfileError
 
 KERNEL_SUFFIX = "_kernel_time"  # as estimator.ort_runner.KERNEL_SUFFIX
 # estimator op kinds (estimator.ops.kind_of) -> measured kinds (names.KINDS)
-OP_KINDS = {"matmul": "gemm", "conv": "gemm", "attention": "attention", "norm": "norm",
-            "reduction": "reduction", "pool": "reduction", "movement": "copy", "view": "copy",
-            "elementwise": "elementwise", "rotary": "elementwise", "quant": "elementwise"}
+OP_KINDS = {
+    "matmul": "gemm",
+    "conv": "gemm",
+    "attention": "attention",
+    "norm": "norm",
+    "reduction": "reduction",
+    "pool": "reduction",
+    "movement": "copy",
+    "view": "copy",
+    "elementwise": "elementwise",
+    "rotary": "elementwise",
+    "quant": "elementwise",
+}
 
 
 def looks_like(doc: object) -> bool:
-    return isinstance(doc, list) and any(isinstance(e, dict) and e.get("cat") in ("Node", "Session")
-                                         for e in doc[:50])
+    return isinstance(doc, list) and any(
+        isinstance(e, dict) and e.get("cat") in ("Node", "Session") for e in doc[:50]
+    )
 
 
 def _runs(events: list[dict]) -> list[tuple[float, float]]:
-    return sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    return sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )
 
 
 def read_events(path: str, events: list) -> Profile:
@@ -45,7 +59,9 @@ def read_events(path: str, events: list) -> Profile:
     try:
         return _read(path, events)
     except (KeyError, TypeError, ValueError) as exc:
-        raise ProfileError(f"{path}: malformed onnxruntime profile event ({type(exc).__name__}: {exc})") from None
+        raise ProfileError(
+            f"{path}: malformed onnxruntime profile event ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _read(path: str, events: list[dict]) -> Profile:
@@ -69,28 +85,58 @@ def _read(path: str, events: list[dict]) -> Profile:
             providers.add(args.get("provider", "?"))
             owner = (node, op, run) if run is not None else None
             if owner is not None:
-                nodes.append(MeasuredKernel(node, node, OP_KINDS.get(op_kind(op), "other"), e["dur"] / 1e6,
-                                            node=node, op=op, run=run))
+                nodes.append(
+                    MeasuredKernel(
+                        node,
+                        node,
+                        OP_KINDS.get(op_kind(op), "other"),
+                        e["dur"] / 1e6,
+                        node=node,
+                        op=op,
+                        run=run,
+                    )
+                )
         elif cat == "Kernel" and owner is not None:
             args = e.get("args", {})
             grid = tuple(int(args[f"grid_{a}"]) for a in "xyz") if "grid_x" in args else None
             block = tuple(int(args[f"block_{a}"]) for a in "xyz") if "block_x" in args else None
-            gpu_kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name),
-                                              e["dur"] / 1e6, stream=_int(args.get("stream")), grid=grid,
-                                              block=block, node=owner[0], op=owner[1], run=owner[2]))
+            gpu_kernels.append(
+                MeasuredKernel(
+                    name,
+                    names.normalise(name),
+                    names.kind_of(name),
+                    e["dur"] / 1e6,
+                    stream=_int(args.get("stream")),
+                    grid=grid,
+                    block=block,
+                    node=owner[0],
+                    op=owner[1],
+                    run=owner[2],
+                )
+            )
     if not nodes:
         raise ProfileError(f"{path}: the onnxruntime profile has no node events (`<node>_kernel_time`)")
     host = not gpu_kernels
     warnings = []
     if host and providers - {"CPUExecutionProvider"}:
-        warnings.append(f"providers {', '.join(sorted(providers))} without CUPTI Kernel events: node times "
-                        f"are host-side launch times, not GPU times (a build with --enable_cuda_profiling "
-                        f"records the kernels)")
+        warnings.append(
+            f"providers {', '.join(sorted(providers))} without CUPTI Kernel events: node times "
+            f"are host-side launch times, not GPU times (a build with --enable_cuda_profiling "
+            f"records the kernels)"
+        )
     if not spans:
         warnings.append("no model_run events: the whole profile counts as one run")
-    return Profile(path, "ort-json", gpu_kernels or nodes, None, warnings, host=host,
-                   runs=max(len(spans), 1), run_wall_s=[(b - a) / 1e6 for a, b in spans],
-                   providers=sorted(providers))
+    return Profile(
+        path,
+        "ort-json",
+        gpu_kernels or nodes,
+        None,
+        warnings,
+        host=host,
+        runs=max(len(spans), 1),
+        run_wall_s=[(b - a) / 1e6 for a, b in spans],
+        providers=sorted(providers),
+    )
 
 
 def _int(v) -> int | None:

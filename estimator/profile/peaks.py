@@ -27,16 +27,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from estimator.dtypes import tensor_peak_key
 from estimator.profile.record import MeasuredKernel
 
 BUSY = 0.6  # a unit at >= 60% of its peak is what limits the kernel (ncu's SOL rules use similar marks)
 
-TENSOR_PIPE = ("sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_active",
-               "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-               "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
-DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
-            "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+TENSOR_PIPE = (
+    "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+)
+DRAM_PCT = (
+    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+)
 L2_PCT = ("lts__throughput.avg.pct_of_peak_sustained_elapsed",)
 L2_HIT = ("lts__t_sector_hit_rate.pct",)
 OCCUPANCY = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
@@ -44,9 +47,17 @@ SM_PCT = ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)
 TENSOR_OPS = re.compile(r"sm__ops_path_tensor_(?:op_[a-z]+_)?src_([a-z0-9]+)_dst_[a-z0-9]+\.sum")
 SASS_FLOPS = {  # SASS thread-instruction counters -> (FLOPs per instruction, dtype)
     f"smsp__sass_thread_inst_executed_op_{p}{op}_pred_on.sum": (2 if op == "fma" else 1, dt)
-    for p, dt in (("f", "fp32"), ("h", "fp16"), ("d", "fp64")) for op in ("add", "mul", "fma")}
-_SRC_DTYPE = {"bf16": "bf16", "fp16": "fp16", "tf32": "tf32", "fp8": "fp8e4m3", "int8": "int8",
-              "fp4": "fp4e2m1"}
+    for p, dt in (("f", "fp32"), ("h", "fp16"), ("d", "fp64"))
+    for op in ("add", "mul", "fma")
+}
+_SRC_DTYPE = {
+    "bf16": "bf16",
+    "fp16": "fp16",
+    "tf32": "tf32",
+    "fp8": "fp8e4m3",
+    "int8": "int8",
+    "fp4": "fp4e2m1",
+}
 
 
 @dataclass(frozen=True)
@@ -66,11 +77,17 @@ class Achieved:
         return dict(self.sources).get(key)
 
 
+NOTHING = Achieved()
+
+
 @dataclass(frozen=True)
 class Bottleneck:
     kind: str  # compute, memory, latency, launch gap, communication, unknown
     value: float | None  # the deciding number (a fraction, or seconds for a launch gap)
     why: str
+
+
+UNKNOWN = Bottleneck("unknown", None, "no counters and no estimate to derive a fraction of peak from")
 
 
 def _time(seconds: float) -> str:
@@ -92,6 +109,8 @@ def _tensor_ops_s(c, hw) -> float | None:
         if m and v:
             into = per_op if "_op_" in name else plain
             into[m.group(1)] = into.get(m.group(1), 0.0) + v
+    from estimator.dtypes import tensor_peak_key  # sympy: only when there are op counters
+
     total, seen = 0.0, False
     for src, ops in (plain or per_op).items():
         key = tensor_peak_key(_SRC_DTYPE.get(src, src))
@@ -129,10 +148,18 @@ def _work_s(work, hw) -> tuple[float | None, float | None]:
 def achieved(k: MeasuredKernel, hw=None, work=None, dram_peak: float | None = None) -> Achieved:
     """The fractions of peak of one kernel (per launch: `instances` launches share the summed time)."""
     c, d = k.counters, k.duration_s
+    if not c and work is None:
+        return NOTHING  # most timeline records: no counters, not joined
     src: dict[str, str] = {}
     vals: dict[str, float | None] = {
-        "tensor": _pct(c, TENSOR_PIPE), "dram": _pct(c, DRAM_PCT), "l2": _pct(c, L2_PCT),
-        "l2_hit": _pct(c, L2_HIT), "occupancy": _pct(c, OCCUPANCY), "sm": _pct(c, SM_PCT), "cuda": None}
+        "tensor": _pct(c, TENSOR_PIPE),
+        "dram": _pct(c, DRAM_PCT),
+        "l2": _pct(c, L2_PCT),
+        "l2_hit": _pct(c, L2_HIT),
+        "occupancy": _pct(c, OCCUPANCY),
+        "sm": _pct(c, SM_PCT),
+        "cuda": None,
+    }
     src.update({key: "counter" for key, v in vals.items() if v is not None})
     dram_bw = dram_peak or (hw.dram_bytes_per_s if hw is not None else None)
     if d > 0 and hw is not None:
@@ -160,12 +187,17 @@ def bottleneck(k: MeasuredKernel, a: Achieved, gap_before_s: float | None = None
         return Bottleneck("communication", k.duration_s, "a collective: its time is the interconnect's")
     per_launch = k.duration_s / max(k.instances, 1)
     if gap_before_s is not None and gap_before_s > per_launch:
-        return Bottleneck("launch gap", gap_before_s,
-                          f"stream idle {_time(gap_before_s)} before a {_time(per_launch)} kernel")
+        return Bottleneck(
+            "launch gap",
+            gap_before_s,
+            f"stream idle {_time(gap_before_s)} before a {_time(per_launch)} kernel",
+        )
+    if a is NOTHING:
+        return UNKNOWN
     compute = {n: v for n, v in (("tensor", a.tensor), ("cuda", a.cuda), ("sm", a.sm)) if v is not None}
     memory = {n: v for n, v in (("dram", a.dram), ("l2", a.l2)) if v is not None}
     if not compute and not memory:
-        return Bottleneck("unknown", None, "no counters and no estimate to derive a fraction of peak from")
+        return UNKNOWN
     top_c = max(compute.items(), key=lambda kv: kv[1], default=("-", 0.0))
     top_m = max(memory.items(), key=lambda kv: kv[1], default=("-", 0.0))
     name, value = max(top_c, top_m, key=lambda kv: kv[1])

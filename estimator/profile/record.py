@@ -8,11 +8,14 @@ bytes/s, %). Fields a format does not have are None, never guessed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from estimator.errors import UserError
+
+EMPTY: Mapping[str, float] = MappingProxyType({})  # immutable, so one instance serves every record
 
 
 class ProfileError(UserError):
@@ -37,7 +40,7 @@ class MeasuredKernel:
     node: str | None = None  # the graph node (onnxruntime node name, NVTX range) it belongs to
     op: str | None = None  # that node's op type, where the format names it
     run: int = 0  # which iteration of the model (onnxruntime "model_run"), 0 when the format has none
-    counters: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    counters: Mapping[str, float] = field(default_factory=lambda: EMPTY)
 
     @property
     def end_s(self) -> float | None:
@@ -71,4 +74,4 @@ class Profile:
 
     @property
     def total_s(self) -> float:
-        return sum(k.duration_s for k in self.kernels)
+        return math.fsum(k.duration_s for k in self.kernels)

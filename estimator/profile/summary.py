@@ -38,10 +38,20 @@ def by_name(kernels: list[MeasuredKernel]) -> list[NameRow]:
         n = sum(k.instances for k in ks)
         total = sum(k.duration_s for k in ks)
         per = [k.duration_s for k in ks] if all(k.instances == 1 for k in ks) else None
-        rows.append(NameRow(name, ks[0].short, ks[0].kind, n, total, total / n,
-                            statistics.median(per) if per else None, min(per) if per else None,
-                            max(per) if per else None,
-                            (statistics.stdev(per) if len(per) > 1 else 0.0) if per else None))
+        rows.append(
+            NameRow(
+                name,
+                ks[0].short,
+                ks[0].kind,
+                n,
+                total,
+                total / n,
+                statistics.median(per) if per else None,
+                min(per) if per else None,
+                max(per) if per else None,
+                (statistics.stdev(per) if len(per) > 1 else 0.0) if per else None,
+            )
+        )
     return sorted(rows, key=lambda r: (-r.total_s, r.name))
 
 
@@ -52,5 +62,7 @@ def by_kind(kernels: list[MeasuredKernel]) -> dict[str, dict[str, float]]:
         out[k.kind]["kernels"] += k.instances
         out[k.kind]["total_s"] += k.duration_s
     total = sum(v["total_s"] for v in out.values()) or 1.0
-    return {kind: {**v, "share": v["total_s"] / total}
-            for kind, v in sorted(out.items(), key=lambda kv: -kv[1]["total_s"])}
+    return {
+        kind: {**v, "share": v["total_s"] / total}
+        for kind, v in sorted(out.items(), key=lambda kv: -kv[1]["total_s"])
+    }

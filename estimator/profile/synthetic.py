@@ -24,8 +24,13 @@ class Launch:
     block: tuple[int, int, int] = (128, 1, 1)
 
 
-def write(path: str, launches: Iterable[Launch], gpu_name: str = "NVIDIA H100 80GB HBM3",
-          dram_bytes_per_s: int = 3_352_320_000_000, schema: str = "3.16.1") -> int:
+def write(
+    path: str,
+    launches: Iterable[Launch],
+    gpu_name: str = "NVIDIA H100 80GB HBM3",
+    dram_bytes_per_s: int = 3_352_320_000_000,
+    schema: str = "3.16.1",
+) -> int:
     """Write the export; returns the number of kernels."""
     db = sqlite3.connect(path)
     db.executescript("""
@@ -43,18 +48,39 @@ def write(path: str, launches: Iterable[Launch], gpu_name: str = "NVIDIA H100 80
             memoryBandwidth int, clockRate int, l2CacheSize int);
     """)
     db.execute("insert into META_DATA_EXPORT values ('EXPORT_SCHEMA_VERSION', ?)", (schema,))
-    db.execute("insert into TARGET_INFO_GPU values (0, ?, 9, 0, 132, ?, 1980000000, 52428800)",
-               (gpu_name, dram_bytes_per_s))
+    db.execute(
+        "insert into TARGET_INFO_GPU values (0, ?, 9, 0, 132, ?, 1980000000, 52428800)",
+        (gpu_name, dram_bytes_per_s),
+    )
     strings: dict[str, int] = {"cudaLaunchKernel_v7000": 1}
     kernels, runtime, nvtx = [], [], []
     for cid, la in enumerate(launches, start=1):
         sid = strings.setdefault(la.name, len(strings) + 1)
-        kernels.append((la.start_ns, la.start_ns + la.duration_ns, la.device, 1, la.stream, cid, PID, sid, sid,
-                        sid, *la.grid, *la.block, 32, 0, 0))
+        kernels.append(
+            (
+                la.start_ns,
+                la.start_ns + la.duration_ns,
+                la.device,
+                1,
+                la.stream,
+                cid,
+                PID,
+                sid,
+                sid,
+                sid,
+                *la.grid,
+                *la.block,
+                32,
+                0,
+                0,
+            )
+        )
         if la.launch_ns is not None:
             runtime.append((la.launch_ns, la.launch_ns + 2000, 1, TID, cid, 1, 0, 0))
             if la.nvtx is not None:
-                nvtx.append((la.launch_ns - 100, la.launch_ns + 3000, 59, None, 0, 0, la.nvtx, TID, TID, None, 0))
+                nvtx.append(
+                    (la.launch_ns - 100, la.launch_ns + 3000, 59, None, 0, 0, la.nvtx, TID, TID, None, 0)
+                )
     db.executemany("insert into StringIds values (?, ?)", [(i, s) for s, i in strings.items()])
     db.executemany(f"insert into CUPTI_ACTIVITY_KIND_KERNEL values ({', '.join('?' * 19)})", kernels)
     db.executemany(f"insert into CUPTI_ACTIVITY_KIND_RUNTIME values ({', '.join('?' * 8)})", runtime)

@@ -82,8 +82,12 @@ def covered(intervals: list[tuple[float, float]], cover: list[tuple[float, float
     return total
 
 
-def _stream(idx: list[int], ks: list[MeasuredKernel], gap_before: dict[int, float],
-            launch_bound: list[tuple[float, float]]) -> StreamStats:
+def _stream(
+    idx: list[int],
+    ks: list[MeasuredKernel],
+    gap_before: dict[int, float],
+    launch_bound: list[tuple[float, float]],
+) -> StreamStats:
     idx.sort(key=lambda i: ks[i].start_s)
     busy, gaps = 0.0, []
     end = None
@@ -102,8 +106,16 @@ def _stream(idx: list[int], ks: list[MeasuredKernel], gap_before: dict[int, floa
             busy += max(0.0, e - max(s, end))
         end = e if end is None else max(end, e)
     first = ks[idx[0]]
-    stats = StreamStats(first.device, first.stream, len(idx), busy, sum(gaps), len(gaps),
-                        max(gaps, default=0.0), statistics.median(gaps) if gaps else 0.0)
+    stats = StreamStats(
+        first.device,
+        first.stream,
+        len(idx),
+        busy,
+        sum(gaps),
+        len(gaps),
+        max(gaps, default=0.0),
+        statistics.median(gaps) if gaps else 0.0,
+    )
     return stats
 
 
@@ -137,5 +149,14 @@ def build(kernels: list[MeasuredKernel]) -> Timeline | None:
             comm += sum(b - a for a, b in comm_iv)
             overlap += covered(comm_iv, compute_iv)
     lat = sorted(k.start_s - k.launch_s for k in kernels if k.start_s is not None and k.launch_s is not None)
-    return Timeline(streams, span, busy, launch_bound, lat[0] if lat else None,
-                    statistics.median(lat) if lat else None, comm, overlap, gap_before)
+    return Timeline(
+        streams,
+        span,
+        busy,
+        launch_bound,
+        lat[0] if lat else None,
+        statistics.median(lat) if lat else None,
+        comm,
+        overlap,
+        gap_before,
+    )

@@ -45,19 +45,32 @@ def read_doc(path: str, doc: dict) -> Profile:
 
 def _read(path: str, doc: dict) -> Profile:
     events = [e for e in doc["traceEvents"] if isinstance(e, dict)]
-    launches = {e["args"]["correlation"]: e["ts"] / 1e6 for e in events
-                if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})}
+    launches = {
+        e["args"]["correlation"]: e["ts"] / 1e6
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
     kernels = []
     for e in events:
         if str(e.get("cat", "")).lower() != "kernel" or e.get("ph") != "X":
             continue
         a, name = e.get("args", {}), e["name"]
-        kernels.append(MeasuredKernel(
-            name, names.normalise(name), names.kind_of(name), float(e["dur"]) / 1e6,
-            start_s=float(e["ts"]) / 1e6, launch_s=launches.get(a.get("correlation")),
-            stream=a.get("stream", e.get("tid")), device=a.get("device", e.get("pid")),
-            grid=_dim3(a.get("grid")), block=_dim3(a.get("block")), registers=a.get("registers per thread"),
-            shared_bytes=a.get("shared memory")))
+        kernels.append(
+            MeasuredKernel(
+                name,
+                names.normalise(name),
+                names.kind_of(name),
+                float(e["dur"]) / 1e6,
+                start_s=float(e["ts"]) / 1e6,
+                launch_s=launches.get(a.get("correlation")),
+                stream=a.get("stream", e.get("tid")),
+                device=a.get("device", e.get("pid")),
+                grid=_dim3(a.get("grid")),
+                block=_dim3(a.get("block")),
+                registers=a.get("registers per thread"),
+                shared_bytes=a.get("shared memory"),
+            )
+        )
     warnings = []
     timeline = bool(kernels)
     if not kernels:
@@ -65,12 +78,22 @@ def _read(path: str, doc: dict) -> Profile:
             if e.get("cat") == "cuda_profiler_range" and e.get("ph") == "X":
                 counters = {k: float(v) for k, v in e.get("args", {}).items() if isinstance(v, (int, float))}
                 name = e["name"]
-                kernels.append(MeasuredKernel(name, names.normalise(name), names.kind_of(name),
-                                              float(e["dur"]) / 1e6, counters=MappingProxyType(counters)))
+                kernels.append(
+                    MeasuredKernel(
+                        name,
+                        names.normalise(name),
+                        names.kind_of(name),
+                        float(e["dur"]) / 1e6,
+                        counters=MappingProxyType(counters),
+                    )
+                )
         if kernels:
-            warnings.append("CUPTI range-profiler trace: one record per profiled range (replayed, so no "
-                            "timeline), durations are those of the ranges")
+            warnings.append(
+                "CUPTI range-profiler trace: one record per profiled range (replayed, so no "
+                "timeline), durations are those of the ranges"
+            )
     if not kernels:
-        raise ProfileError(f"{path}: the PyTorch trace has no kernel events (was the profiler's CUDA "
-                           f"activity on?)")
+        raise ProfileError(
+            f"{path}: the PyTorch trace has no kernel events (was the profiler's CUDA activity on?)"
+        )
     return Profile(path, "torch-trace", kernels, _gpu(doc, kernels[0].device), warnings, timeline=timeline)
