@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -159,3 +160,22 @@ def test_onnxruntime_cpu_profile_joins_and_reports_as_validate(gpt2_profile, cap
     assert v["joined_s"] == pytest.approx(ref["joined_s"]) and v["profiled_s"] == pytest.approx(
         ref["profiled_s"]
     )
+
+
+def test_summary_table_is_compared_in_total_and_second_device_is_unjoined(tmp_path, capsys):
+    data = Path(__file__).parent / "data" / "profiles" / "nsys_cuda_gpu_kern_sum_rtx5090_projector.csv"
+    code, out, err = cli(capsys, "profile", str(data), "--model", _model(tmp_path), "--arch", "rtx-5090",
+                         "--json")
+    doc = json.loads(out)
+    v = doc["estimate"]["validation"]
+    assert doc["join"]["strategy"] == "none" and v["joined_s"] == 0.0
+    assert v["unjoined_s"] == pytest.approx((33696 + 1792) * 1e-9)  # both rows, shown not dropped
+    assert any("no launch order" in n for n in v["notes"])
+    # the same iteration on two GPUs: device 0 joins, device 1's kernels (125 us) are unjoined
+    path = str(tmp_path / "two.sqlite")
+    one = _iteration(1_000_000, 100, 20, 5)
+    synthetic.write(path, one + [replace(la, device=1) for la in one])
+    code, out, err = cli(capsys, "profile", path, "--model", _model(tmp_path), "--json")
+    v = json.loads(out)["estimate"]["validation"]
+    assert v["joined_s"] == pytest.approx(125e-6) and v["unjoined_s"] == pytest.approx(125e-6)
+    assert any("2 devices in the profile" in n for n in v["notes"])

@@ -91,6 +91,7 @@ def _validation(profile: Profile, result, model, joined: Joined, tl):
             f"join by {joined.strategy} over {runs} iteration(s); unjoined measured kernels are "
             f"listed under their kernel names"
         )
+    v.notes.extend(joined.notes)
     return v
 
 

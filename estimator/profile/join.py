@@ -10,6 +10,10 @@ Strategies, the first that applies:
    are averaged over the iterations walked. NB: shapes are not compared (few formats record them), so a
    kernel the library splits in two joins its first half by order and leaves the second unjoined.
 
+A summary table (`cuda_gpu_kern_sum`: one record per name) has no order to walk: it is compared in total
+only. A profile of several devices joins the first device's kernels (one copy of the graph); the other
+devices' kernels are shown as unjoined.
+
 Unjoined records are never dropped: they become unjoined NodeTimes (named by their short kernel name)
 and the report shows their time. The joined NodeTimes go through validate.measured_validation with the
 name map by node name, so the table and JSON are validate_report's.
@@ -38,6 +42,7 @@ class Joined:
     iterations: int
     # record index -> Result.kernels index, where the record is that kernel's whole time in its iteration
     assigned: dict[int, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def node_name(label: str | None) -> str | None:
@@ -56,6 +61,14 @@ def join(profile: Profile, result) -> Joined:
     named = [node_name(k.node) for k in profile.kernels]
     if any(n in kernel_of for n in named if n):
         return _by_node(profile, named, kernel_of)
+    if profile.summary or any(k.instances > 1 for k in profile.kernels):
+        loose = [(k.short, k.kind, 0, k.duration_s) for k in profile.kernels]
+        return Joined("none", _median_per_run(loose), {k.short for k in profile.kernels}, 1,
+                      notes=["a summary table has no launch order to join by: totals only, every kernel "
+                             "listed as unjoined"])
+    devices = sorted({k.device for k in profile.kernels if k.device is not None})
+    if len(devices) > 1:  # one graph per device: walk the first device's kernels, show the others unjoined
+        return _by_order(profile, result, devices[0], len(devices))
     return _by_order(profile, result)
 
 
@@ -74,7 +87,7 @@ def _by_node(profile: Profile, named: list[str | None], kernel_of: dict[str, int
     """Records with a node name time that node; the others are unjoined under their kernel name
     (onnxruntime node records: their node name, so unjoined nodes read as in --validate)."""
     items, loose = [], set()
-    counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))  # node -> run -> records
+    counts: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))  # node, run -> records
     for i, (k, n) in enumerate(zip(profile.kernels, named, strict=True)):
         if n in kernel_of:
             items.append((n, k.op or k.kind, k.run, k.duration_s))
@@ -97,10 +110,19 @@ def _order(profile: Profile) -> list[int]:
     ks = profile.kernels
     if profile.timeline:
         return sorted(range(len(ks)), key=lambda i: (ks[i].start_s is None, ks[i].start_s or 0.0))
-    return list(range(len(ks)))
+    return list(range(len(ks)))  # ncu and onnxruntime records are in launch order
 
 
-def _by_order(profile: Profile, result) -> Joined:
+def _next_match(est: list[str], j: int, kind: str) -> int | None:
+    """The first estimator kernel from j on (cyclically, within WINDOW) that a `kind` record can be."""
+    for step in range(min(WINDOW, len(est))):
+        e = (j + step) % len(est)
+        if kind == "other" or est[e] == kind:
+            return e
+    return None
+
+
+def _by_order(profile: Profile, result, device: int | None = None, devices: int = 1) -> Joined:
     est = [estimate_kind(p.kernel.kind) for p in result.kernels]
     measured: dict[int, float] = defaultdict(float)
     hits: dict[int, list[int]] = defaultdict(list)
@@ -108,18 +130,7 @@ def _by_order(profile: Profile, result) -> Joined:
     j, wraps, wrapped = 0, 0, False
     for i in _order(profile):
         k = profile.kernels[i]
-        found = (
-            next(
-                (
-                    e
-                    for e in ((j + step) % len(est) for step in range(min(WINDOW, len(est))))
-                    if k.kind == "other" or est[e] == k.kind
-                ),
-                None,
-            )
-            if est
-            else None
-        )
+        found = _next_match(est, j, k.kind) if device is None or k.device == device else None
         if found is None:
             loose.append((k.short, k.kind, 0, k.duration_s))
             continue
@@ -136,4 +147,6 @@ def _by_order(profile: Profile, result) -> Joined:
     ]
     unjoined = [NodeTime(t.name, t.op, t.seconds / iterations) for t in _median_per_run(loose)]
     assigned = {i: e for e, idx in hits.items() for i in idx}  # one record per kernel and iteration
-    return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned)
+    notes = [f"{devices} devices in the profile: device {device}'s kernels joined, the others' listed as "
+             f"unjoined"] if device is not None else []
+    return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned, notes)

@@ -95,6 +95,7 @@ def _summary(path, rows, at, col, scale) -> Profile:
             "a kernel summary (cuda_gpu_kern_sum): no per-launch timestamps, streams or launch "
             "shapes, so no timeline; the GPU comes from --arch"
         ],
+        summary=True,
     )
 
 

@@ -71,6 +71,7 @@ class Profile:
     run_wall_s: list[float] = field(default_factory=list)  # end-to-end seconds of each, where recorded
     timeline: bool = False  # start_s are real GPU timestamps (nsys, Kineto), so gaps mean something
     providers: list[str] = field(default_factory=list)  # onnxruntime execution providers seen
+    summary: bool = False  # one record per kernel name (nsys cuda_gpu_kern_sum): no launch order
 
     @property
     def total_s(self) -> float:
