@@ -11,6 +11,7 @@ Lines that do not start with `"` (a live run's `==PROF==` lines) are skipped.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from types import MappingProxyType
 
@@ -85,6 +86,8 @@ def _value(text: str | None, unit: str | None) -> tuple[float, str] | None:
         v = float(text)
     except ValueError:
         return None  # a string metric (cache config, scheduling policy)
+    if not math.isfinite(v):
+        return None
     base, factor = UNITS.get((unit or "").strip().lower(), ((unit or "").strip(), 1.0))
     return v * factor, base
 

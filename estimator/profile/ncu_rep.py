@@ -36,8 +36,8 @@ def _numbers(action) -> dict[str, float]:
         if n.startswith("breakdown:"):
             continue
         v = action.metric_by_name(n).value()
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out[n] = float(v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and (n == DURATION or math.isfinite(v)):
+            out[n] = float(v)  # NaN / inf (not collected, a 0/0 rate) stay out; a NaN duration is reported
     return out
 
 
