@@ -16,6 +16,10 @@ model (`estimate --list-models`) at batch 1 and each sequence length with --fusi
   its operands in L2 when they fit, so small ops can come out faster than a DRAM-only bound (H100 L2:
   50 MB).
 
+When `nsys` is on the PATH (and onnxruntime-gpu is used), each onnxruntime row is also captured with
+Nsight Systems (tools/nsys_capture.py) and fed through `estimate profile`'s path: per-kernel measured
+times joined to the estimate, written as `<model>_seq<N>.json` (and the .sqlite) under --nsys-dir.
+
 `--device cpu` runs the PyTorch path on the CPU with wall-clock timing (a smoke test, not a measurement
 of any GPU). Without a GPU and without --device cpu it says so and exits 2.
 """
@@ -32,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/nsys_capture.py
 
 # torch.cuda.get_device_name() -> bundled SKU; the first pattern that matches wins (order matters:
 # GB200 before B200, H100 PCIe before H100).
@@ -157,12 +162,34 @@ def torch_row(name: str, seq: int, result, device: str, precision: str, runs: in
                sum(o.count * o.bound_s for o in ops), est / float(result.totals["estimate_s"]))
 
 
-def ort_row(name: str, seq: int, model, hw, runs: int) -> Row:
+def ort_row(name: str, seq: int, model, hw, runs: int, nsys_dir: str | None = None) -> Row:
     from estimator.truth.validate import validate_model
 
     v = validate_model(model, hw, {"batch": 1, "seq": seq}, ep="cuda", runs=runs)
+    if nsys_dir is not None:
+        nsys_row(name, seq, model, hw.name, runs, Path(nsys_dir))
     return Row(name, seq, "ort", v.measured_s, float(v.result.totals["estimate_s"]),
                float(v.result.totals["bound_s"]), 1.0)
+
+
+def nsys_row(name: str, seq: int, model, hw_name: str, runs: int, out: Path) -> None:
+    """Capture the same run with Nsight Systems and join its kernels to the estimate (a failure is
+    reported, not fatal: the onnxruntime row stands on its own)."""
+    import json
+
+    import nsys_capture
+
+    from estimator.profile import report
+
+    dims = {"batch": 1, "seq": seq}
+    try:
+        sqlite = nsys_capture.capture(model, dims, out / f"{name}_seq{seq}", runs)
+        a = nsys_capture.joined(sqlite, model, hw_name, dims)
+    except Exception as exc:  # nsys missing a permission, a driver mismatch...: say so and go on
+        print(f"  nsys capture failed: {type(exc).__name__}: {exc}", flush=True)
+        return
+    (out / f"{name}_seq{seq}.json").write_text(json.dumps(report.to_json(a), indent=1))
+    print("  " + nsys_capture.summary_line(a), flush=True)
 
 
 def _has_weights(model) -> bool:
@@ -190,6 +217,11 @@ def run(args: argparse.Namespace) -> list[Row]:
     use_ort = (device == "cuda" and args.precision == "fp32"
                and "CUDAExecutionProvider" in ort().get_available_providers())
     how = "onnxruntime-gpu where the model has weights, else " if use_ort else ""
+    import nsys_capture
+
+    nsys_dir = args.nsys_dir if use_ort and nsys_capture.available() and not args.no_nsys else None
+    if nsys_dir:
+        how += f"(Nsight Systems captures in {nsys_dir}) "
     print(f"device: {name} -> {hw.name}; precision {args.precision}; {how}PyTorch on the same shapes")
     rows = []
     for model_name in args.models.split(","):
@@ -198,7 +230,7 @@ def run(args: argparse.Namespace) -> list[Row]:
         for seq in (int(s) for s in args.seqs.split(",")):
             dims = {"batch": 1, "seq": seq}
             if use_ort and _has_weights(model):
-                rows.append(ort_row(model_name, seq, model, hw, args.runs))
+                rows.append(ort_row(model_name, seq, model, hw, args.runs, nsys_dir))
             else:
                 precision = None if args.precision == "fp32" else args.precision
                 result = estimate(graph, hw, precision=precision, dims=dims)
@@ -220,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--arch", help="descriptor (default: from the device name)")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--nsys-dir", default="gpu_check_nsys",
+                   help="where the Nsight Systems captures and their joined JSON go (when nsys is present)")
+    p.add_argument("--no-nsys", action="store_true", help="skip the Nsight Systems captures")
     args = p.parse_args(argv)
     try:
         import torch

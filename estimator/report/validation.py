@@ -103,6 +103,8 @@ def to_json(v: Validation, top_unjoined: int = 20) -> dict[str, Any]:
         "by_op": by_op(v),
         "notes": v.notes,
     }
+    if v.source:  # a profile read from a file (estimator/profile/)
+        doc["validation"]["source"] = v.source
     return doc
 
 
@@ -120,9 +122,11 @@ def _pct(x: float) -> str:
 def to_table(v: Validation, top: int = 15) -> str:
     r, t = v.result, totals(v)
     dims = ", ".join(f"{k}={val}" for k, val in r.dims.items()) or "static"
+    how = (f"measured in {v.source}, {len(v.wall_s)} run(s)" if v.source else
+           f"validated with onnxruntime --ep {v.ep} (optimization {v.level}), {len(v.wall_s)} timed runs, "
+           f"{v.profile_runs} profiled")
     lines = [
-        f"{r.hw.display_name} ({r.hw.name}) | dims {dims} | validated with onnxruntime --ep {v.ep} "
-        f"(optimization {v.level}), {len(v.wall_s)} timed runs, {v.profile_runs} profiled",
+        f"{r.hw.display_name} ({r.hw.name}) | dims {dims} | {how}",
         "",
         *_table([["", "measured (median)", "measured (min)", "bound", "estimate"],
                  ["total", *(show(t[k], "s") for k in TOTAL_COLUMNS)]], "lrrrr"),

@@ -239,6 +239,7 @@ class Validation:
     matches: list[Match]
     unjoined: list[NodeTime]
     notes: list[str] = field(default_factory=list)
+    source: str = ""  # a profile read from a file (estimator/profile/): what measured it; "" for a live run
 
     @property
     def measured_s(self) -> float:
@@ -311,13 +312,26 @@ def validate(result: Result, model: onnx.ModelProto, source: bytes | str | None 
         profile = ort_runner.profile_nodes(source, feeds, n_profiled, ep, plan.level, warmup=1).medians()
         executed = onnx.load(optimized, load_external_data=False) if optimized else None
     overhead = profiler_overhead(ep, plan.level)
-    profile = [NodeTime(t.name, t.op, max(t.seconds - overhead, 0.0)) for t in profile]
+    return measured_validation(result, model, profile, wall_s=wall, profile_runs=n_profiled, ep=ep,
+                               fusion=fusion, overhead_s=overhead, executed=executed)
+
+
+def measured_validation(result: Result, model: onnx.ModelProto | None, profile: Sequence[NodeTime], *,
+                        wall_s: Sequence[float], profile_runs: int, ep: str, fusion: str = "none",
+                        overhead_s: float = 0.0, executed: onnx.ModelProto | None = None,
+                        source: str = "") -> Validation:
+    """The Validation of measurements already taken: per-node profile times (less `overhead_s` each)
+    joined to `result`'s kernels by `fusion`'s plan. `validate()` ends here, and so does a profile read
+    from a file (estimator/profile/), so both print through the same report."""
+    plan = JOIN_PLANS[fusion]
+    profile = [NodeTime(t.name, t.op, max(t.seconds - overhead_s, 0.0)) for t in profile]
     matches, unjoined = join(result, profile, plan.name_map(model, executed))
     notes = []
-    if ep != "cpu":
+    if ep != "cpu" and not source:
         notes.append(f"--ep {ep}: per-node times are the host side of each node (launches are asynchronous); "
                      f"the end-to-end time is real")
-    return Validation(result, ep, plan.level, wall, profile, n_profiled, overhead, matches, unjoined, notes)
+    return Validation(result, ep, plan.level, list(wall_s), profile, profile_runs, overhead_s, matches,
+                      unjoined, notes, source)
 
 
 def validate_model(model: onnx.ModelProto, hw, dims: Mapping[str, int], *, graph=None, fusion: str = "none",

@@ -1,0 +1,113 @@
+"""Nsight Compute reports (`.ncu-rep`) through NVIDIA's `ncu_report` module (the `ncu-report` wheel,
+extra `nsight`; it opens reports without a GPU).
+
+Every action (kernel launch) of every range becomes one MeasuredKernel with all of its numeric metrics
+as counters (base units: ns, byte, byte/s, hz, %). An action whose duration is NaN (a replay that
+collected nothing) is left out with a warning. The GPU comes from the `device__attribute_*` metrics;
+its DRAM peak is `dram__bytes.sum.peak_sustained` (bytes/cycle) x `dram__cycles_elapsed.avg.per_second`.
+"""
+
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+
+from estimator.profile import names
+from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
+
+DURATION = "gpu__time_duration.sum"
+
+
+def _module():
+    try:
+        import ncu_report
+    except ImportError:
+        raise ProfileError(
+            "reading a .ncu-rep needs NVIDIA's ncu_report module: pip install "
+            "'gpu-inference-estimator[nsight]' (the ncu-report wheel), or export it with "
+            "`ncu --import FILE --csv --page details`"
+        ) from None
+    return ncu_report
+
+
+def _numbers(action) -> dict[str, float]:
+    out = {}
+    for n in action.metric_names():
+        if n.startswith("breakdown:"):
+            continue
+        v = action.metric_by_name(n).value()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and (n == DURATION or math.isfinite(v)):
+            out[n] = float(v)  # NaN / inf (not collected, a 0/0 rate) stay out; a NaN duration is reported
+    return out
+
+
+def _dim3(c: dict[str, float], prefix: str) -> tuple[int, int, int] | None:
+    keys = [f"launch__{prefix}_dim_{a}" for a in "xyz"]
+    return tuple(int(c[k]) for k in keys) if all(k in c for k in keys) else None  # type: ignore[return-value]
+
+
+def _gpu(action, c: dict[str, float]) -> GpuInfo:
+    name = action.metric_by_name("device__attribute_display_name")
+    major, minor = (
+        c.get("device__attribute_compute_capability_major"),
+        c.get("device__attribute_compute_capability_minor"),
+    )
+    peak = c.get("dram__bytes.sum.peak_sustained", 0.0) * c.get("dram__cycles_elapsed.avg.per_second", 0.0)
+    clock = c.get("device__attribute_clock_rate")  # kHz
+    return GpuInfo(
+        name.value() if name is not None else "",
+        f"{int(major)}.{int(minor)}" if major is not None and minor is not None else None,
+        int(c["device__attribute_multiprocessor_count"])
+        if "device__attribute_multiprocessor_count" in c
+        else None,
+        peak if peak > 0 else None,
+        clock * 1e3 if clock else None,
+        c.get("device__attribute_l2_cache_size"),
+    )
+
+
+def read(path: str) -> Profile:
+    rep = _module()
+    try:
+        ctx = rep.load_report(path)
+    except Exception as exc:  # the module raises its own types for unreadable files
+        raise ProfileError(f"{path}: Nsight Compute cannot read this report ({exc})") from None
+    if ctx.num_ranges() == 0:
+        raise ProfileError(f"{path}: the .ncu-rep holds no ranges (truncated, or not a finished report)")
+    kernels, warnings, gpu = [], [], None
+    for r in range(ctx.num_ranges()):
+        rng = ctx.range_by_idx(r)
+        for j in range(rng.num_actions()):
+            action = rng.action_by_idx(j)
+            full = action.name(action.NameBase_DEMANGLED)
+            c = _numbers(action)
+            duration = c.get(DURATION, math.nan)
+            if math.isnan(duration):
+                warnings.append(
+                    f"action {j} ({action.name(action.NameBase_FUNCTION)}): no measured "
+                    f"duration ({DURATION} is NaN or absent: a replay that collected nothing); "
+                    f"left out"
+                )
+                continue
+            gpu = gpu or _gpu(action, c)
+            smem = sum(c.get(f"launch__shared_mem_per_block_{k}", 0.0) for k in ("static", "dynamic"))
+            kernels.append(
+                MeasuredKernel(
+                    full,
+                    names.normalise(full),
+                    names.kind_of(full),
+                    duration / 1e9,
+                    stream=int(c["launch__stream_id"]) if "launch__stream_id" in c else None,
+                    device=int(c["launch__device_id"]) if "launch__device_id" in c else None,
+                    grid=_dim3(c, "grid"),
+                    block=_dim3(c, "block"),
+                    registers=int(c["launch__registers_per_thread"])
+                    if "launch__registers_per_thread" in c
+                    else None,
+                    shared_bytes=int(smem),
+                    counters=MappingProxyType(c),
+                )
+            )
+    if not kernels:
+        raise ProfileError(f"{path}: no kernel in the report has a measured duration")
+    return Profile(path, "ncu-rep", kernels, gpu, warnings)
