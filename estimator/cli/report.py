@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("findings and reports")
     g.add_argument("--recommend", action="store_true",
                    help="re-estimate what-ifs (fusion, precision, GPU, kernel shapes) and rank them by gain")
+    g.add_argument("--recommend-only", metavar="NAMES",
+                   help="run only these recommenders (comma list: fusion, precision, gpu, kv-cache, "
+                        "tile-quantization, fusion-kernels, profile)")
     g.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
                    help="hide recommendations saving less than PCT%% of the total estimate (default 2)")
     g.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
@@ -62,8 +65,8 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int | None:
     if not wanted(args):
-        if args.recommend_threshold != 2.0:
-            raise UsageError("--recommend-threshold needs --recommend")
+        if args.recommend_threshold != 2.0 or args.recommend_only:
+            raise UsageError("--recommend-threshold and --recommend-only need --recommend")
         return None
     _check(args)
     import hwdesc
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int | None:
     ctx = Context(graph, hw, result, precision=args.precision, dims=dims, pipeline=pipeline,
                   tiling=not args.roofline, warm_inputs=args.warm_inputs, serve=_serve_summary(args, result))
     threshold = args.recommend_threshold / 100
-    found = considered(ctx) if args.recommend else None
+    only = [n.strip() for n in args.recommend_only.split(",") if n.strip()] if args.recommend_only else None
+    found = considered(ctx, only) if args.recommend else None
     recs = shown(found, ctx.total_s, threshold) if found is not None else None
     if args.json:
         doc = to_json(result)

@@ -1,9 +1,10 @@
 """Kernel-level recommenders, read off the tile plans and the other fusion strategies' kernels.
 
-- wave-quantization: a GEMM whose last wave leaves the machine idle (wave efficiency < WAVE_EFF_MIN).
-  The what-if re-estimates that GEMM alone, through estimate(), at its own shape and at M or N rounded
-  to a multiple of 64 / 128 (down: drop the odd rows or columns, e.g. fold them into another GEMM; up:
-  pad). gain = calls x (time at its shape - time at the better shape), both single-GEMM estimates.
+- tile-quantization: a GEMM whose last wave leaves the machine idle (wave efficiency < WAVE_EFF_MIN) or
+  whose edge tiles are mostly padding (useful share of the tiles' M x N < PAD_EFF_MIN; N = 129 on a
+  32-wide tile pays for 160 columns). The what-if re-estimates that GEMM alone, through estimate(), at
+  its own shape and at M or N rounded to a multiple of the tile (and of 64 / 128), down (drop the odd rows
+  or columns, e.g. fold them into another GEMM) and up (pad); the tile model itself already picks split-K. gain = calls x (time at its shape - time at the better shape), both single-GEMM estimates.
   NB: a GEMM fused with an epilogue is re-estimated without the epilogue (its bytes are the same in
   both shapes' graphs up to the changed dim).
 - fusion-kernels: memory- or launch-bound kernels that another strategy's rule merges into one kernel
@@ -25,6 +26,7 @@ from estimator.ir import Graph, Node, Tensor
 from estimator.report.recommend import Context, Recommendation, from_gain, recommender, seconds
 
 WAVE_EFF_MIN = 0.75  # NB: below this the last wave idles a quarter of the machine or more
+PAD_EFF_MIN = 0.9  # NB: below this a tenth of the tiles' MMA work is padding
 ROUNDINGS = (64, 128)
 MEASURED_OVER_ESTIMATE = 1.5  # a measured kernel this much slower than its estimate is worth a look
 
@@ -58,10 +60,24 @@ def gemm_graph(spec, m: int, n: int) -> Graph:
     return Graph("gemm-whatif", [node], tensors, inputs, ("c",), opsets={"": 18})
 
 
-def _shapes(m: int, n: int) -> list[tuple[str, int, int]]:
+def tile_extent(tile: str | None) -> tuple[int, int] | None:
+    """(rows along M, columns along N) of a plan's tile name "RxCxK[ swapAB][ splitKS]"."""
+    try:
+        rows, cols, _ = (int(x) for x in (tile or "").split()[0].split("x"))
+    except (ValueError, IndexError):
+        return None
+    return rows, cols
+
+
+def pad_efficiency(m: int, n: int, rows: int, cols: int) -> float:
+    """Useful share of the tiles' output: m n / (ceil(m / rows) rows x ceil(n / cols) cols)."""
+    return m * n / (-(-m // rows) * rows * (-(-n // cols) * cols))
+
+
+def _shapes(m: int, n: int, rows: int, cols: int) -> list[tuple[str, int, int]]:
     out = []
-    for q in ROUNDINGS:
-        for name, v in (("N", n), ("M", m)):
+    for name, v, q0 in (("N", n, cols), ("M", m, rows)):
+        for q in dict.fromkeys((q0, *ROUNDINGS)):
             if v % q == 0:
                 continue
             for new in (v // q * q, -(-v // q) * q):
@@ -71,42 +87,44 @@ def _shapes(m: int, n: int) -> list[tuple[str, int, int]]:
     return list(dict.fromkeys(out))
 
 
-@recommender("wave-quantization")
-def wave_quantization(ctx: Context) -> list[Recommendation]:
+@recommender("tile-quantization")
+def tile_quantization(ctx: Context) -> list[Recommendation]:
     from estimator.tiling.problem import gemm_of_kernel
 
     out = []
     for ps in distinct(ctx.base):
         p = ps[0]
         plan = p.kernel.tile
-        if plan is None or plan.kind != "gemm" or _num(plan.wave_eff) is None:
-            continue
-        if _num(plan.wave_eff) >= WAVE_EFF_MIN:
-            continue
-        spec = gemm_of_kernel(ctx.base.graph, p.kernel)
+        extent = tile_extent(plan.tile) if plan is not None and plan.kind == "gemm" else None
+        spec = gemm_of_kernel(ctx.base.graph, p.kernel) if extent is not None else None
         dims = [_num(x) for x in (spec.batch, spec.m, spec.n, spec.k)] if spec is not None else [None]
-        if None in dims:
+        if None in dims or _num(plan.wave_eff) is None:
             continue
         m, n = int(dims[1]), int(dims[2])
+        pad = pad_efficiency(m, n, *extent)
+        if _num(plan.wave_eff) >= WAVE_EFF_MIN and pad >= PAD_EFF_MIN:
+            continue
 
         def time_of(m_: int, n_: int, spec=spec) -> float:
             r = estimate(gemm_graph(spec, m_, n_), ctx.hw, pipeline="canonicalize", tiling=ctx.tiling)
             return seconds(r.totals["estimate_s"])
 
         t0 = time_of(m, n)
-        best = max(((t0 - time_of(m2, n2), label, m2, n2) for label, m2, n2 in _shapes(m, n)),
-                   default=None)
+        best = max(((t0 - time_of(m2, n2), label, m2, n2) for label, m2, n2 in _shapes(m, n, *extent)),
+                   key=lambda c: c[0], default=None)
         if best is None or best[0] <= 0:
             continue
         saved, label, m2, n2 = best
         gain = len(ps) * saved
         reason = (f"{plan.tile} tiles: {_num(plan.ctas):.0f} CTAs in {_num(plan.waves):.0f} wave(s) on "
-                  f"{ctx.hw.sm_count} SMs, wave efficiency {100 * _num(plan.wave_eff):.0f}%; the GEMM alone "
+                  f"{ctx.hw.sm_count} SMs, wave efficiency {100 * _num(plan.wave_eff):.0f}%, useful share of "
+                  f"the tiles {100 * pad:.0f}%; the GEMM alone "
                   f"takes {_fmt(t0)} at M={m}, N={n} and {_fmt(t0 - saved)} at M={m2}, N={n2} "
-                  f"(x {len(ps)} calls)")
+                  f"({len(ps)} call{'s' if len(ps) > 1 else ''})")
         out.append(from_gain(ctx, gain, ctx.total_s - gain, f"reshape {p.kernel.name}: {label}", (),
                              reason, {"kernel": p.kernel.name, "tile": plan.tile, "ctas": _num(plan.ctas),
                                       "waves": _num(plan.waves), "wave_eff": _num(plan.wave_eff),
+                                      "pad_eff": pad,
                                       "m": m, "n": n, "k": int(dims[3]), "calls": len(ps)}))
     return out
 
@@ -131,8 +149,8 @@ def _fused_groups(base: Result, alt: Result) -> dict[tuple, list]:
     groups: dict[tuple, list] = {}
     for q in alt.kernels:
         names = {n.name for n in q.kernel.nodes}
-        idx = {where.get(n) for n in names}
-        if len(names) < 2 or None in idx or len(idx) < 2:
+        idx = {where[n] for n in names if n in where}  # members free in the base (views) launch nothing
+        if len(idx) < 2:
             continue
         covered = [base.kernels[i] for i in sorted(idx)]
         if any(not {n.name for n in p.kernel.nodes} <= names for p in covered):
