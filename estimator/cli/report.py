@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int | None:
         save(roofline(result), args.roofline_plot)
         print(f"roofline written to {args.roofline_plot}", file=sys.stderr)
     if args.report:
-        write_report(args, ctx, recs, threshold)
+        write_report(args, ctx, recs, threshold, found or ())
     return 0
 
 
@@ -152,7 +152,7 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
     return to_svg(fig)
 
 
-def write_report(args: argparse.Namespace, ctx, recs, threshold: float) -> None:
+def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=()) -> None:
     from passes import STRATEGIES
 
     from estimator.report import html
@@ -160,7 +160,7 @@ def write_report(args: argparse.Namespace, ctx, recs, threshold: float) -> None:
     fusion = {name: (ctx.base if name == ctx.base.fusion else ctx.rerun(pipeline=p))
               for name, p in STRATEGIES.items()}
     page = html.render(ctx.base, f"{title_of(args)} on {ctx.hw.name}", recs, threshold, fusion,
-                       sweep_svg(args, ctx), ctx.serve, None)
+                       sweep_svg(args, ctx), ctx.serve, None, found)
     try:
         with open(args.report, "w", encoding="utf-8") as f:
             f.write(page)

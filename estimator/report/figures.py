@@ -14,6 +14,8 @@ written like the sweep's `--plot`).
 from __future__ import annotations
 
 import io
+import itertools
+import re
 from collections.abc import Mapping
 
 import matplotlib
@@ -71,7 +73,7 @@ def _new_figure(size: tuple[float, float]) -> Figure:
 
 def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Figure:
     """The roofline chart; `measured`: kernel name -> measured seconds per call (a joined profile)."""
-    fig = _new_figure((8.0, 5.0))
+    fig = _new_figure((8.0, 4.6))
     ax = fig.add_subplot()
     marks = placed(result)
     bw = result.hw.dram_bytes_per_s
@@ -81,7 +83,7 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
     hi = max(max(xs), max((p / bw for p in roofs.values()), default=1.0)) * 4
     grid = np.geomspace(lo, hi, 200)
     for (label, peak), ls in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), ("-", "--", ":", "-.") * 3):
-        ax.plot(grid, np.minimum(peak, grid * bw), ls, color="0.25", lw=1.4, gid=f"roof-{label}")
+        ax.plot(grid, np.minimum(peak, grid * bw), ls, color="0.25", lw=1.4, gid=f"roof-{label.replace(' ', '-')}")
         ax.annotate(f"{label}: {peak / 1e12:.4g} TFLOP/s", (hi, peak), xytext=(-4, 3), textcoords="offset points",
                     ha="right", va="bottom", fontsize=8, color="0.25")
     ax.annotate(f"DRAM {bw / 1e12:.3g} TB/s", (lo * 1.5, lo * 1.5 * bw), xytext=(2, 6), textcoords="offset points",
@@ -101,9 +103,9 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("throughput (FLOP/s, estimated)")
     skipped = len(distinct_kernels(result)) - len(marks)
-    note = f"; {skipped} distinct kernel(s) without FLOPs or DRAM bytes not placed" if skipped else ""
-    ax.set_title(f"{result.hw.display_name}: {len(marks)} distinct kernels (size: share of the estimate){note}",
-                 fontsize=9)
+    note = f"\n{skipped} distinct kernel(s) without FLOPs or DRAM bytes not placed" if skipped else ""
+    ax.set_title(f"{result.hw.display_name}, precision {result.precision}: {len(marks)} distinct kernels "
+                 f"(size: share of the estimate){note}", fontsize=9)
     handles = [matplotlib.lines.Line2D([], [], ls="", marker="o", color=c, label=lim)
                for lim, c in LIMITER_COLORS.items()
                if any(p.timing.limiter.startswith(lim) for _, p, *_ in marks)]
@@ -117,7 +119,7 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
 
 def breakdown(result: Result) -> Figure:
     """Two stacked bars: the estimate's share per kernel kind and per limiter."""
-    fig = _new_figure((8.0, 2.4))
+    fig = _new_figure((8.0, 2.6))
     ax = fig.add_subplot()
     total = _n(result.totals["estimate_s"]) or 1.0
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -128,7 +130,7 @@ def breakdown(result: Result) -> Figure:
             share = 100 * _n(vals["estimate_s"]) / total
             color = LIMITER_COLORS.get(name) if key == "limiter" else None
             ax.barh(row, share, left=left, color=color or colors[j % len(colors)], edgecolor="white",
-                    gid=f"breakdown-{key}-{name}")
+                    gid=f"breakdown-{key}-{name}", label=f"{name} {share:.1f}%" if share < 6 else None)
             if share >= 6:
                 ax.text(left + share / 2, row, f"{name}\n{share:.0f}%", ha="center", va="center", fontsize=7,
                         color="white")
@@ -137,13 +139,22 @@ def breakdown(result: Result) -> Figure:
     ax.set_xlim(0, 100)
     ax.invert_yaxis()
     ax.set_xlabel("share of the total estimate (%)")
+    if ax.get_legend_handles_labels()[0]:  # the segments too narrow for a label inside
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, fontsize=7, frameon=False)
     return fig
 
 
+_SVG_COUNT = itertools.count(1)
+_AUTO_ID = re.compile(r'\bid="([A-Za-z][A-Za-z0-9.]*(?:_\d+)+)"')  # matplotlib's own: figure_1, axes_1, line2d_3...
+
+
 def to_svg(fig: Figure) -> str:
-    """The figure as an inline <svg> element: text kept as text (no glyph definitions), no XML prolog."""
+    """The figure as an inline <svg> element: text kept as text (no glyph definitions), no XML prolog.
+    Several of them share one page, so matplotlib's structural ids (figure_1, axes_1...) get a prefix
+    unique to this SVG and its referenced definitions (clip paths, markers) a per-SVG hash salt."""
+    n = next(_SVG_COUNT)
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": str(id(fig))}):
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": f"svg{n}"}):
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return _AUTO_ID.sub(lambda m: f'id="svg{n}-{m.group(1)}"', text[text.index("<svg"):])

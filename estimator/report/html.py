@@ -32,7 +32,8 @@ h1 { font-size: 1.45rem; margin: 0 0 .2rem; } h2 { font-size: 1.15rem; margin: 2
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(11rem, 1fr)); gap: .6rem; }
 .card { border: 1px solid var(--line); border-radius: 6px; padding: .5rem .7rem; }
 .card b { display: block; font-size: 1.2rem; } .card span { color: var(--muted); font-size: .8rem; }
-svg { max-width: 100%; height: auto; }
+figure { margin: 0; } figure svg { width: 100%; max-width: 54rem; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { padding: .25rem .45rem; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -113,13 +114,21 @@ def _table(headers: Sequence[tuple[str, bool]], rows: Sequence[str], cls: str = 
     return f'<table class="{cls}"{ident}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+def _si(x, unit: str) -> str:
+    v = _num(x) or 0.0
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.3g} {prefix}{unit}"
+    return f"{v:.3g} {unit}"
+
+
 def summary(result: Result) -> str:
     t = result.totals
     total = _num(t["estimate_s"]) or 1.0
     mix = sorted(group_totals(result, "limiter").items(), key=lambda kv: -(_num(kv[1]["estimate_s"]) or 0))
     cards = [("estimate", show(t["estimate_s"], "s")), ("bound (speed of light)", show(t["bound_s"], "s")),
-             ("kernels", str(int(t["kernels"]))), ("model FLOPs", show(t["flops"])),
-             ("DRAM bytes", show(t["dram_bytes"])), ("weight bytes", show(t["weight_bytes"]))]
+             ("kernels", str(int(t["kernels"]))), ("model FLOPs", _si(t["flops"], "FLOP")),
+             ("DRAM traffic", _si(t["dram_bytes"], "B")), ("weights", _si(t["weight_bytes"], "B"))]
     cards += [(f"{name}-limited", f"{100 * (_num(v['estimate_s']) or 0) / total:.1f}%") for name, v in mix]
     body = "".join(f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in cards)
     extra = (f'<p class="note">{len(result.uncosted)} uncosted op(s), not in the totals: '
@@ -127,17 +136,26 @@ def summary(result: Result) -> str:
     return f'<section id="summary"><h2>Summary</h2><div class="cards">{body}</div>{extra}</section>'
 
 
-def recommendations_section(recs: Sequence, total_s: float, threshold: float) -> str:
+def _evidence(ev: Mapping[str, Any]) -> str:
+    def fmt(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    return "; ".join(f"{k} = {fmt(v)}" for k, v in ev.items())
+
+
+def recommendations_section(recs: Sequence, total_s: float, threshold: float, also: Sequence = ()) -> str:
     rows = [f"<tr>{_cell(i)}<td>{_e(r.action)}</td>{_cell(r.gain_s, show(r.gain_s, 's'))}"
             f"{_cell(r.gain_pct, f'{r.gain_pct:.1f}%')}{_cell(r.estimate_s, show(r.estimate_s, 's'))}"
             f"<td><code>{_e(' '.join(r.flags) or '-')}</code></td><td>{_e(r.reason)}</td>"
-            f"<td>{_e(json.dumps(dict(r.evidence), default=str))}</td></tr>" for i, r in enumerate(recs, 1)]
+            f"<td>{_e(_evidence(r.evidence))}</td></tr>" for i, r in enumerate(recs, 1)]
     note = (f'<p class="note">Every row is a what-if the estimator priced again; gain = {show(total_s, "s")} '
             f"minus the what-if's estimate. Shown when the gain is at least {100 * threshold:g}% of the total.</p>")
     table = _table([("#", True), ("action", False), ("gain", True), ("gain %", True), ("estimate", True),
                     ("flags", False), ("reason", False), ("evidence", False)], rows, tid="recommendations") \
         if rows else '<p>No what-if saves at least the threshold.</p>'
-    return f'<section id="recs"><h2>Recommendations</h2>{note}{table}</section>'
+    rest = ", ".join(f"{r.action} ({-r.gain_pct:+.1f}%)" for r in also)
+    tail = f'<p class="note">Also estimated, below the threshold (time change): {_e(rest)}</p>' if rest else ""
+    return f'<section id="recs"><h2>Recommendations</h2>{note}{table}{tail}</section>'
 
 
 def kernel_rows(result: Result) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -202,8 +220,10 @@ def serve_section(serve: Mapping[str, Any]) -> str:
 
 def render(result: Result, title: str, recommendations: Sequence | None = None, threshold: float = 0.02,
            fusion: Mapping[str, Result] | None = None, sweep_svg: str | None = None,
-           serve: Mapping[str, Any] | None = None, measured: Mapping[str, float] | None = None) -> str:
-    """The page. Optional parts appear when given: `recommendations` (estimator.report.recommend),
+           serve: Mapping[str, Any] | None = None, measured: Mapping[str, float] | None = None,
+           considered: Sequence = ()) -> str:
+    """The page. Optional parts appear when given: `recommendations` (estimator.report.recommend;
+    `considered`: every what-if estimated, those below the threshold are listed in one line),
     `fusion` (strategy -> Result), `sweep_svg` (the sweep plot as SVG), `serve` (the serving summary,
     a flat mapping), `measured` (kernel name -> measured seconds, for the roofline's hollow marks)."""
     r = result
@@ -214,9 +234,17 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
              f"&middot; dims {_e(dims)} &middot; fusion {_e(r.fusion)} &middot; "
              f"{'tile-level' if r.tiling else 'roofline'} estimate</p>", summary(r)]
     if recommendations is not None:
-        parts.append(recommendations_section(recommendations, _num(r.totals["estimate_s"]) or 0.0, threshold))
+        also = [c for c in considered if c not in recommendations]
+        parts.append(recommendations_section(recommendations, _num(r.totals["estimate_s"]) or 0.0, threshold,
+                                             also))
+    placed = len(figures.placed(r))
+    left = len(figures.distinct_kernels(r)) - placed
+    caption = (f"{placed} distinct kernels (identical layers share a mark; size: share of the estimate), "
+               "filled: estimated" + (", hollow: measured" if measured else "")
+               + (f"; {left} without FLOPs or DRAM bytes (data movement) are not placed" if left else ""))
     parts.append('<section id="roofline"><h2>Roofline</h2><figure>'
-                 + figures.to_svg(figures.roofline(r, measured)) + "</figure></section>")
+                 + figures.to_svg(figures.roofline(r, measured)) + f"<figcaption>{_e(caption)}</figcaption>"
+                 "</figure></section>")
     parts.append('<section id="breakdown"><h2>Time breakdown</h2><figure>'
                  + figures.to_svg(figures.breakdown(r)) + "</figure></section>")
     parts.append(f'<section id="kernels"><h2>Kernels ({len(rows)})</h2><p class="note">Click a column to sort.'
