@@ -11,7 +11,6 @@ import json
 import onnx
 import pytest
 from cliutil import assert_one_error_line, cli
-from onnxutil import matmul_model
 
 import hwdesc
 import models
@@ -29,6 +28,7 @@ from estimator.report.recommend import (
     shown,
 )
 from estimator.report.table import to_json
+from onnxutil import matmul_model
 from passes import STRATEGIES, pipeline_for
 
 H100 = hwdesc.load("h100-sxm")

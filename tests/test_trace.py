@@ -38,7 +38,8 @@ def check_chrome_trace(doc: dict) -> None:
 
 def test_trace_file_is_a_chrome_trace_whose_slices_sum_to_the_estimate(capsys, tmp_path):
     path = tmp_path / "t.json"
-    code, out, err = cli(capsys, "--model", "llama-tiny", "--precision", "bf16", "--trace", str(path), "--json")
+    code, out, err = cli(capsys, "--model", "llama-tiny", "--precision", "bf16", "--trace", str(path),
+                         "--json")
     assert code == 0, err
     assert f"trace written to {path}" in err
     doc = json.loads(path.read_text())
@@ -50,7 +51,7 @@ def test_trace_file_is_a_chrome_trace_whose_slices_sum_to_the_estimate(capsys, t
     # the slices sum to the estimate (microseconds), and lie end to end from 0
     assert sum(s["dur"] for s in slices) == pytest.approx(est["total"]["estimate_s"] * 1e6, rel=1e-9)
     assert slices[0]["ts"] == 0
-    for a, b in zip(slices, slices[1:]):
+    for a, b in zip(slices, slices[1:], strict=False):
         assert b["ts"] == pytest.approx(a["ts"] + a["dur"], rel=1e-12)
     first = slices[0]["args"]
     assert set(first) >= {"bound_s", "estimate_s", "limiter", "op", "flops", "dram_bytes", "tile"}
@@ -68,7 +69,8 @@ def test_one_process_per_gpu_and_collectives_on_their_own_track():
     assert {e["pid"] for e in doc["traceEvents"]} == {0, 1}
     per_gpu = [sum(e["dur"] for e in doc["traceEvents"] if e["ph"] == "X" and e["pid"] == g) for g in (0, 1)]
     assert per_gpu[0] == per_gpu[1]
-    assert {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"} == {0}  # no collectives in one GPU's graph
+    # no collectives in one GPU's graph
+    assert {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"} == {0}
     from dataclasses import replace
 
     comm = replace(r.kernels[0], kernel=replace(r.kernels[0].kernel, kind="communication"))

@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
                    help="hide recommendations saving less than PCT%% of the total estimate (default 2)")
     g.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
-    g.add_argument("--trace", metavar="FILE.json", help="write the estimated timeline as a Chrome/Perfetto trace")
+    g.add_argument("--trace", metavar="FILE.json",
+                   help="write the estimated timeline as a Chrome/Perfetto trace")
     g.add_argument("--roofline-plot", metavar="FILE", help="write the roofline figure (.png, .svg, .pdf)")
 
 
@@ -139,8 +140,11 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
         raise UsageError(f"--sweep {sorted(unknown)[0]}: the model has no such dim; its free dims: "
                          f"{', '.join(ctx.base.dims)}")
     bound = {k: v for k, v in ctx.dims.items() if k not in swept}
-    sweeper = Sweeper(lambda extra: estimate(ctx.graph, ctx.hw, precision=ctx.precision,
-                                             dims={**bound, **extra}, pipeline=ctx.pipeline, strict=args.strict))
+    def build(extra):
+        return estimate(ctx.graph, ctx.hw, precision=ctx.precision, dims={**bound, **extra},
+                        pipeline=ctx.pipeline, strict=args.strict)
+
+    sweeper = Sweeper(build)
     pts = sweeper.evaluate(grid(sweeps))
     pts.dims = {s.name: pts.dims[s.name] for s in sweeps}
     if len(sweeps[0].values) < 2:
@@ -153,9 +157,8 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
 
 
 def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=()) -> None:
-    from passes import STRATEGIES
-
     from estimator.report import html
+    from passes import STRATEGIES
 
     fusion = {name: (ctx.base if name == ctx.base.fusion else ctx.rerun(pipeline=p))
               for name, p in STRATEGIES.items()}

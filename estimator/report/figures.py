@@ -44,7 +44,8 @@ def placed(result: Result) -> list[tuple[int, PricedKernel, int, float, float]]:
     out = []
     for i, ps in enumerate(distinct_kernels(result)):
         p = ps[0]
-        flops, dram, est = _n(p.kernel.work.total_flops), _n(p.kernel.work.dram_bytes), _n(p.timing.estimate_s)
+        w = p.kernel.work
+        flops, dram, est = _n(w.total_flops), _n(w.dram_bytes), _n(p.timing.estimate_s)
         if flops > 0 and dram > 0 and est > 0:
             out.append((i, p, len(ps), flops / dram, flops / est))
     return out
@@ -82,12 +83,14 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
     lo = min(min(xs), min((p / bw for p in roofs.values()), default=1.0)) / 4
     hi = max(max(xs), max((p / bw for p in roofs.values()), default=1.0)) * 4
     grid = np.geomspace(lo, hi, 200)
-    for (label, peak), ls in zip(sorted(roofs.items(), key=lambda kv: -kv[1]), ("-", "--", ":", "-.") * 3):
-        ax.plot(grid, np.minimum(peak, grid * bw), ls, color="0.25", lw=1.4, gid=f"roof-{label.replace(' ', '-')}")
-        ax.annotate(f"{label}: {peak / 1e12:.4g} TFLOP/s", (hi, peak), xytext=(-4, 3), textcoords="offset points",
-                    ha="right", va="bottom", fontsize=8, color="0.25")
-    ax.annotate(f"DRAM {bw / 1e12:.3g} TB/s", (lo * 1.5, lo * 1.5 * bw), xytext=(2, 6), textcoords="offset points",
-                fontsize=8, color="0.25", rotation=25)
+    styles = ("-", "--", ":", "-.")
+    for j, (label, peak) in enumerate(sorted(roofs.items(), key=lambda kv: -kv[1])):
+        ax.plot(grid, np.minimum(peak, grid * bw), styles[j % len(styles)], color="0.25", lw=1.4,
+                gid=f"roof-{label.replace(' ', '-')}")
+        ax.annotate(f"{label}: {peak / 1e12:.4g} TFLOP/s", (hi, peak), xytext=(-4, 3),
+                    textcoords="offset points", ha="right", va="bottom", fontsize=8, color="0.25")
+    ax.annotate(f"DRAM {bw / 1e12:.3g} TB/s", (lo * 1.5, lo * 1.5 * bw), xytext=(2, 6),
+                textcoords="offset points", fontsize=8, color="0.25", rotation=25)
     total = _n(result.totals["estimate_s"]) or 1.0
     for i, p, calls, x, y in marks:
         share = calls * _n(p.timing.estimate_s) / total
@@ -145,7 +148,8 @@ def breakdown(result: Result) -> Figure:
 
 
 _SVG_COUNT = itertools.count(1)
-_AUTO_ID = re.compile(r'\bid="([A-Za-z][A-Za-z0-9.]*(?:_\d+)+)"')  # matplotlib's own: figure_1, axes_1, line2d_3...
+# matplotlib's own structural ids: figure_1, axes_1, line2d_3...
+_AUTO_ID = re.compile(r'\bid="([A-Za-z][A-Za-z0-9.]*(?:_\d+)+)"')
 
 
 def to_svg(fig: Figure) -> str:

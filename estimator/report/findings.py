@@ -4,9 +4,9 @@
   whose edge tiles are mostly padding (useful share of the tiles' M x N < PAD_EFF_MIN; N = 129 on a
   32-wide tile pays for 160 columns). The what-if re-estimates that GEMM alone, through estimate(), at
   its own shape and at M or N rounded to a multiple of the tile (and of 64 / 128), down (drop the odd rows
-  or columns, e.g. fold them into another GEMM) and up (pad); the tile model itself already picks split-K. gain = calls x (time at its shape - time at the better shape), both single-GEMM estimates.
-  NB: a GEMM fused with an epilogue is re-estimated without the epilogue (its bytes are the same in
-  both shapes' graphs up to the changed dim).
+  or columns, e.g. fold them into another GEMM) and up (pad); the tile model itself already picks
+  split-K. gain = calls x (time at its shape - time at the better shape), both single-GEMM estimates.
+  NB: a GEMM fused with an epilogue is re-estimated without the epilogue, at both shapes alike.
 - fusion-kernels: memory- or launch-bound kernels that another strategy's rule merges into one kernel
   (the bytes it keeps on chip, the launches it saves). gain = the base kernels' estimates - the fused
   kernel's estimate, both from full estimate() runs, summed over every occurrence.

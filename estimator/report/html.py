@@ -35,7 +35,8 @@ h1 { font-size: 1.45rem; margin: 0 0 .2rem; } h2 { font-size: 1.15rem; margin: 2
 figure { margin: 0; } figure svg { width: 100%; max-width: 54rem; height: auto; display: block; }
 figcaption { color: var(--muted); font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
-th, td { padding: .25rem .45rem; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+th, td { padding: .25rem .45rem; border-bottom: 1px solid var(--line); text-align: left;
+         vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 table.sortable th { cursor: pointer; user-select: none; position: sticky; top: 0; background: #f4f6f8; }
 table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; }
@@ -67,7 +68,8 @@ JS = """
         var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
         rows.sort(function (a, b) {
           var x = key(a.cells[col]), y = key(b.cells[col]);
-          var c = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
+          var c = (typeof x === 'number' && typeof y === 'number') ? x - y
+                                                                   : String(x).localeCompare(String(y));
           return asc ? c : -c;
         });
         rows.forEach(function (r) { body.appendChild(r); });
@@ -82,7 +84,9 @@ JS = """
     g.addEventListener('mousemove', function (e) {
       tip.textContent = d.name + ' | ' + d.op + ' | ' + d.limiter + ' | ' + d.calls + ' call(s) x ' + d.each +
         ' | ' + d.intensity + ' FLOP/B' + (d.tile ? ' | tile ' + d.tile : '');
-      tip.style.display = 'block'; tip.style.left = (e.clientX + 12) + 'px'; tip.style.top = (e.clientY + 12) + 'px';
+      tip.style.display = 'block';
+      tip.style.left = (e.clientX + 12) + 'px';
+      tip.style.top = (e.clientY + 12) + 'px';
     });
     g.addEventListener('mouseleave', function () { tip.style.display = 'none'; });
   });
@@ -108,7 +112,8 @@ def _cell(value: Any, text: str | None = None, numeric: bool = True) -> str:
     return f'<td class="n"{attr}>{_e(shown)}</td>'
 
 
-def _table(headers: Sequence[tuple[str, bool]], rows: Sequence[str], cls: str = "sortable", tid: str = "") -> str:
+def _table(headers: Sequence[tuple[str, bool]], rows: Sequence[str], cls: str = "sortable",
+           tid: str = "") -> str:
     head = "".join(f'<th class="n">{_e(h)}</th>' if num else f"<th>{_e(h)}</th>" for h, num in headers)
     ident = f' id="{tid}"' if tid else ""
     return f'<table class="{cls}"{ident}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
@@ -149,12 +154,14 @@ def recommendations_section(recs: Sequence, total_s: float, threshold: float, al
             f"<td><code>{_e(' '.join(r.flags) or '-')}</code></td><td>{_e(r.reason)}</td>"
             f"<td>{_e(_evidence(r.evidence))}</td></tr>" for i, r in enumerate(recs, 1)]
     note = (f'<p class="note">Every row is a what-if the estimator priced again; gain = {show(total_s, "s")} '
-            f"minus the what-if's estimate. Shown when the gain is at least {100 * threshold:g}% of the total.</p>")
+            f"minus the what-if's estimate. Shown when the gain is at least {100 * threshold:g}% of the "
+            "total.</p>")
     table = _table([("#", True), ("action", False), ("gain", True), ("gain %", True), ("estimate", True),
                     ("flags", False), ("reason", False), ("evidence", False)], rows, tid="recommendations") \
         if rows else '<p>No what-if saves at least the threshold.</p>'
     rest = ", ".join(f"{r.action} ({-r.gain_pct:+.1f}%)" for r in also)
-    tail = f'<p class="note">Also estimated, below the threshold (time change): {_e(rest)}</p>' if rest else ""
+    tail = (f'<p class="note">Also estimated, below the threshold (time change): {_e(rest)}</p>' if rest
+            else "")
     return f'<section id="recs"><h2>Recommendations</h2>{note}{table}{tail}</section>'
 
 
@@ -177,7 +184,8 @@ def kernel_rows(result: Result) -> tuple[list[str], dict[str, dict[str, Any]]]:
             eff = _num(tile[2]) if tile[2] is not None else None
             util = _num(tile[3]) if tile[3] is not None else None
             cache[sig] = (f"<td>{_e(p.kernel.op)}</td><td>{_e(p.kernel.kind)}</td><td>{_e(tm.limiter)}</td>"
-                          f"{_cell(tm.estimate_s, show(tm.estimate_s, 's'))}{_cell(tm.bound_s, show(tm.bound_s, 's'))}"
+                          f"{_cell(tm.estimate_s, show(tm.estimate_s, 's'))}"
+                          f"{_cell(tm.bound_s, show(tm.bound_s, 's'))}"
                           f"{_cell(flops)}{_cell(dram)}{_cell(ai, '-' if ai is None else f'{ai:.3g}')}"
                           f"<td>{_e(tile[0] or '-')}</td>{_cell(tile[1])}"
                           f"{_cell(eff, '-' if eff is None else f'{100 * eff:.0f}%')}"
@@ -192,8 +200,8 @@ def kernel_rows(result: Result) -> tuple[list[str], dict[str, dict[str, Any]]]:
 
 
 KERNEL_HEADERS = [("#", True), ("kernel", False), ("op", False), ("kind", False), ("limiter", False),
-                  ("estimate", True), ("bound", True), ("FLOPs", True), ("DRAM bytes", True), ("FLOP/B", True),
-                  ("tile", False), ("waves", True), ("wave eff", True), ("TC util", True)]
+                  ("estimate", True), ("bound", True), ("FLOPs", True), ("DRAM bytes", True),
+                  ("FLOP/B", True), ("tile", False), ("waves", True), ("wave eff", True), ("TC util", True)]
 
 
 def fusion_section(results: Mapping[str, Result]) -> str:
@@ -208,7 +216,8 @@ def fusion_section(results: Mapping[str, Result]) -> str:
                     f"{_cell(est, show(est, 's'))}{_cell(ref / est if ref and est else None, speed)}</tr>")
     return ('<section id="fusion"><h2>Fusion strategies</h2>'
             + _table([("strategy", False), ("kernels", True), ("DRAM bytes", True), ("bound", True),
-                      ("estimate", True), ("speedup vs none", True)], rows, tid="fusion-table") + "</section>")
+                      ("estimate", True), ("speedup vs none", True)], rows, tid="fusion-table")
+            + "</section>")
 
 
 def serve_section(serve: Mapping[str, Any]) -> str:
@@ -247,8 +256,9 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
                  "</figure></section>")
     parts.append('<section id="breakdown"><h2>Time breakdown</h2><figure>'
                  + figures.to_svg(figures.breakdown(r)) + "</figure></section>")
-    parts.append(f'<section id="kernels"><h2>Kernels ({len(rows)})</h2><p class="note">Click a column to sort.'
-                 '</p><div class="scroll">' + _table(KERNEL_HEADERS, rows, tid="kernel-table") + "</div></section>")
+    parts.append(f'<section id="kernels"><h2>Kernels ({len(rows)})</h2>'
+                 '<p class="note">Click a column to sort.</p><div class="scroll">'
+                 + _table(KERNEL_HEADERS, rows, tid="kernel-table") + "</div></section>")
     if fusion:
         parts.append(fusion_section(fusion))
     if sweep_svg:

@@ -210,8 +210,8 @@ def lower_precision(ctx: Context) -> list[Recommendation]:
         alt = ctx.rerun(precision=name)
         before, after = ctx.base.totals["weight_bytes"], alt.totals["weight_bytes"]
         freed = float(sympy.sympify(before - after))
-        reason = (f"{name} tensor cores; weights {_gb(before)} -> {_gb(after)} (frees {freed / 1e9:.3g} GB of "
-                  f"HBM for KV cache or batch); NB: accuracy is not modelled, validate it")
+        reason = (f"{name} tensor cores; weights {_gb(before)} -> {_gb(after)} (frees {freed / 1e9:.3g} GB "
+                  f"of HBM for KV cache or batch); NB: accuracy is not modelled, validate it")
         out.append(whatif(ctx, alt, f"quantize weights and activations to {name}", ("--precision", name),
                           reason, {"float_bits": now, "weight_bytes": float(sympy.sympify(before)),
                                    "freed_bytes": freed}))
@@ -292,8 +292,9 @@ def fp8_kv_cache(ctx: Context) -> list[Recommendation]:
     held = [n for n in kv if n in graph.inputs] or kv
     before = sum(float(sympy.sympify(graph.tensors[n].nbytes).subs(_syms(ctx.dims))) for n in held)
     after = sum(float(sympy.sympify(fp8.tensors[n].nbytes).subs(_syms(ctx.dims))) for n in held)
-    reason = (f"the KV cache ({len(held)} tensors) takes {after / 1e9:.3g} GB instead of {before / 1e9:.3g} GB "
-              f"at these dims (frees {(before - after) / 1e9:.3g} GB for more context or batch)")
+    reason = (f"the KV cache ({len(held)} tensors) takes {after / 1e9:.3g} GB instead of "
+              f"{before / 1e9:.3g} GB at these dims (frees {(before - after) / 1e9:.3g} GB for more context "
+              "or batch)")
     return [whatif(ctx, alt, "store the KV cache in fp8", (), reason,
                    {"kv_tensors": len(kv), "kv_bytes": before, "freed_bytes": before - after})]
 

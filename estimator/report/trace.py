@@ -57,7 +57,8 @@ def to_trace(result: Result, gpus: int = 1) -> dict[str, Any]:
         raise TraceError(f"--trace: {gpus} GPUs; need at least one")
     events: list[dict[str, Any]] = []
     for gpu in range(gpus):
-        events.append(_meta("process_name", gpu, 0, f"GPU {gpu}: {result.hw.display_name} ({result.hw.name})"))
+        name = f"GPU {gpu}: {result.hw.display_name} ({result.hw.name})"
+        events.append(_meta("process_name", gpu, 0, name))
         events.append(_meta("process_sort_index", gpu, 0, str(gpu)))
         used = {1 if p.kernel.kind in COMMUNICATION_KINDS else 0 for p in result.kernels} or {0}
         for tid in sorted(used):
@@ -73,7 +74,8 @@ def to_trace(result: Result, gpus: int = 1) -> dict[str, Any]:
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"producer": "gpu-inference-estimator (estimated, not measured)",
                           "arch": result.hw.name, "precision": result.precision, "dims": result.dims,
-                          "fusion": result.fusion, "estimate_s": _s(t["estimate_s"]), "bound_s": _s(t["bound_s"])}}
+                          "fusion": result.fusion, "estimate_s": _s(t["estimate_s"]),
+                          "bound_s": _s(t["bound_s"])}}
 
 
 def write(result: Result, path: str, gpus: int = 1) -> None:
