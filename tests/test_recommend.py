@@ -178,10 +178,18 @@ def test_profile_seam_flags_a_kernel_far_from_its_estimate():
 
 
 def test_other_gpus_skip_unsupported_precisions():
-    ctx = tiny("llama-tiny", {"batch": 1, "seq": 16})
-    ctx.precision = "fp4"  # no fp4 tensor cores on Hopper or Ampere: those GPUs are not compared
-    archs = {r.flags[1] for r in considered(ctx, ["gpu"])}
-    assert "b200" in archs and "a100" not in archs and "h200" not in archs
+    b200, dims = hwdesc.load("b200"), {"batch": 1, "seq": 16}
+    graph = import_model(models.MODELS["llama-tiny"].build())
+    base = estimate(graph, b200, precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"), tiling=True)
+    ctx = Context(graph, b200, base, precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"))
+    recs = considered(ctx, ["gpu"])
+    archs = {r.flags[1] for r in recs}
+    # no fp4 tensor cores on Hopper or Ampere: those GPUs are not compared
+    assert "b300" in archs and "a100" not in archs and "h200" not in archs and "b200" not in archs
+    b300 = next(r for r in recs if r.flags == ("--arch", "b300"))
+    alt = estimate(graph, hwdesc.load("b300"), precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"),
+                   tiling=True)
+    assert b300.gain_s == total(base) - total(alt)
 
 
 def test_recommend_needs_bound_dims_and_known_names(capsys):

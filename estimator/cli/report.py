@@ -79,10 +79,12 @@ def run(args: argparse.Namespace) -> int | None:
     hw = hwdesc.load(resolve_arch(args.arch))
     graph, dims = load_graph(args, parse_dims(args.dim))
     pipeline = pipeline_of(args)
+    ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline,
+                  tiling=not args.roofline, warm_inputs=args.warm_inputs)
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline, strict=args.strict,
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs)
-    ctx = Context(graph, hw, result, precision=args.precision, dims=dims, pipeline=pipeline,
-                  tiling=not args.roofline, warm_inputs=args.warm_inputs, serve=_serve_summary(args, result))
+                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
+                      after_pass=ctx.after_pass())
+    ctx.base, ctx.serve = result, _serve_summary(args, result)
     threshold = args.recommend_threshold / 100
     only = [n.strip() for n in args.recommend_only.split(",") if n.strip()] if args.recommend_only else None
     found = considered(ctx, only) if args.recommend else None

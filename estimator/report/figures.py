@@ -23,6 +23,7 @@ import numpy as np
 import sympy
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.report.findings import distinct
@@ -49,6 +50,13 @@ def placed(result: Result) -> list[tuple[int, PricedKernel, int, float, float]]:
         if flops > 0 and dram > 0 and est > 0:
             out.append((i, p, len(ps), flops / dram, flops / est))
     return out
+
+
+def _per_s(v: float, _pos=None) -> str:
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
+        if v >= scale:
+            return f"{v / scale:g} {prefix}"
+    return f"{v:g}"
 
 
 def _roofs(result: Result) -> dict[str, float]:
@@ -103,6 +111,11 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
                     gid=f"measured-{i}")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    # plain tick labels: the default 10^n labels go through mathtext, the slowest part of the figure
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+    ax.yaxis.set_major_formatter(FuncFormatter(_per_s))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("throughput (FLOP/s, estimated)")
     skipped = len(distinct_kernels(result)) - len(marks)
@@ -143,7 +156,7 @@ def breakdown(result: Result) -> Figure:
     ax.invert_yaxis()
     ax.set_xlabel("share of the total estimate (%)")
     if ax.get_legend_handles_labels()[0]:  # the segments too narrow for a label inside
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=4, fontsize=7, frameon=False)
+        fig.legend(loc="outside lower center", ncol=5, fontsize=7, frameon=False)
     return fig
 
 

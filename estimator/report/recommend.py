@@ -69,18 +69,62 @@ class Context:
     serve: Any = None  # the serving summary (issue 17), when --serve is on
     profile: Mapping[str, Any] | None = None  # kernel name -> {"measured_s", "counters"} (issue 14)
     _memo: dict = field(default_factory=dict)
+    _prepared: Graph | None = None
+    _after: dict = field(default_factory=dict)  # pass names run -> the prepared graph after them
+
+    def after_pass(self) -> Callable:
+        """A hook for the base's estimate(after_pass=...): keeps the graph after each of its passes, so
+        what-ifs whose pipeline shares a prefix with the base's (ort and max with tensorrt) run only the
+        rest. Passes are pure functions of the graph, so the result is the same graph."""
+        names: list[str] = []
+
+        def keep(name: str, res) -> None:
+            names.append(name)
+            self._after[tuple(names)] = res.graph
+        return keep
+
+    def prepared(self) -> Graph:
+        """The model with the base's dims bound and its precision applied, as estimate() does first (on
+        an 80-layer model binding and re-typing take over half of an estimate, so what-ifs that keep both
+        start from this graph; estimate() then binds nothing and re-types nothing: the same graph)."""
+        if self._prepared is None:
+            from estimator.estimate import bind_dims
+            from estimator.precision import check_precision, retype
+
+            graph = bind_dims(self.graph, self.dims)
+            if self.precision is not None:
+                graph = retype(graph, check_precision(self.precision, self.hw))
+            self._prepared = graph
+        return self._prepared
 
     def rerun(self, graph: Graph | None = None, hw: HardwareDescriptor | None = None, **changes) -> Result:
         """estimate() with the base's options, `changes` applied (precision, dims, pipeline...). Results
         are memoised: the fusion recommenders and the report's fusion table share one estimate each."""
         opts = {"precision": self.precision, "dims": dict(self.dims), "pipeline": self.pipeline,
                 "tiling": self.tiling, "warm_inputs": self.warm_inputs, **changes}
-        graph, hw = graph or self.graph, hw or self.hw
+        hw = hw or self.hw
+        same = graph is None and opts["precision"] == self.precision and opts["dims"] == dict(self.dims)
+        graph = graph or self.graph
         key = (id(graph), hw.name, opts["precision"], tuple(sorted(opts["dims"].items())), opts["pipeline"],
                opts["tiling"], opts["warm_inputs"])
         if key not in self._memo:
-            self._memo[key] = estimate(graph, hw, **opts)
+            self._memo[key] = self._from_prefix(hw, opts) if same else estimate(graph, hw, **opts)
         return self._memo[key]
+
+    def _from_prefix(self, hw: HardwareDescriptor, opts: dict) -> Result:
+        """estimate() of the prepared graph, its pipeline resumed from the longest prefix already run."""
+        from passes import STRATEGIES, Pipeline
+
+        names = Pipeline.parse(opts["pipeline"]).names
+        done = max((k for k in range(len(names) + 1) if k == 0 or names[:k] in self._after))
+        graph = self._after[names[:done]] if done else self.prepared()
+        for k in range(done, len(names)):
+            graph = Pipeline(names[k:k + 1]).run(graph)
+            self._after[names[:k + 1]] = graph
+        result = estimate(graph, hw, pipeline="", tiling=opts["tiling"], warm_inputs=opts["warm_inputs"])
+        result.pipeline = str(Pipeline(names))
+        result.fusion = next((n for n, p in STRATEGIES.items() if Pipeline.parse(p).names == names), "custom")
+        return result
 
     @property
     def total_s(self) -> float:
@@ -266,24 +310,24 @@ def kv_tensors(graph: Graph) -> list[str]:
 
 @recommender("kv-cache")
 def fp8_kv_cache(ctx: Context) -> list[Recommendation]:
-    """An fp8 KV cache: the graph re-typed to the precision in effect, then the cache tensors to fp8
+    """An fp8 KV cache: the graph at the base's dims and precision, then the cache tensors re-typed to fp8
     (e4m3), priced with no further re-typing. NB: the attention kernel reads the fp8 cache as it is
     stored (as FP8 KV-cache kernels do); the what-if has no CLI flag until the serving mode adds one."""
     from dataclasses import replace
 
-    from estimator.precision import PrecisionError, check_precision, retype
+    from estimator.precision import PrecisionError, check_precision
 
     try:
         check_precision("fp8", ctx.hw)
     except PrecisionError:
         return []
-    graph = ctx.graph if ctx.precision is None else retype(ctx.graph, check_precision(ctx.precision, ctx.hw))
+    graph = ctx.prepared()  # the base's dims and precision, then only the cache re-typed
     kv = [n for n in kv_tensors(graph) if graph.tensors[n].dtype not in ("fp8e4m3", "fp8e5m2", "fp4e2m1")]
     if not kv:
         return []
     fp8 = graph.with_tensors({n: replace(graph.tensors[n], dtype="fp8e4m3") for n in kv})
     try:
-        alt = ctx.rerun(graph=fp8, precision=None)
+        alt = ctx.rerun(graph=fp8, precision=None, dims={})
     except UserError:
         return []
     if len(alt.uncosted) > len(ctx.base.uncosted):
