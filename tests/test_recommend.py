@@ -123,8 +123,8 @@ def test_threshold_hides_small_and_negative_gains():
 def test_recommender_registered_twice_is_an_error():
     with pytest.raises(ValueError, match="twice"):
         recommender("fusion")(lambda ctx: [])
-    assert {"fusion", "precision", "gpu", "kv-cache", "tile-quantization", "fusion-kernels",
-            "profile"} <= set(RECOMMENDERS)
+    assert {"fusion", "precision", "gpu", "kv-cache", "cuda-graphs", "tile-quantization", "split-kv",
+            "fusion-kernels", "profile"} <= set(RECOMMENDERS)
 
 
 def tiny(name: str, dims: dict, strategy: str = "tensorrt"):
@@ -214,3 +214,24 @@ def test_text_output_ranks_and_lists_what_is_below_the_threshold(capsys):
     assert "recommendations (what-ifs re-estimated; gain >= 2% of" in out
     assert "1. switch fusion to max" in out
     assert "also estimated, below the threshold" in out and "switch fusion to none +" in out
+
+
+def test_split_kv_decode_attention_at_batch_1():
+    ctx = tiny("llama-3-8b-decode", {"batch": 1, "past_seq": 4096})
+    (rec,) = considered(ctx, ["split-kv"])
+    ev = rec.evidence
+    # 32 query heads at batch 1: one CTA per head without a split, x4 with the chosen splitKV4
+    assert ev["tile"].endswith("splitKV4")
+    assert (ev["ctas_without_split"], ev["ctas"]) == (32, 32 * 4)
+    assert ev["calls"] == 32  # one attention kernel per layer
+    assert rec.estimate_s == ctx.total_s  # the estimate already assumes the split
+    assert rec.gain_s > 0 and "without split-KV" in rec.reason
+
+
+def test_cuda_graphs_only_with_a_serving_summary():
+    ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127})
+    assert considered(ctx, ["cuda-graphs"]) == []  # no --serve: no eager-launch figure to compare
+    ctx.serve = {"eager_step_s": 400e-6, "graph_step_s": 150e-6}
+    (rec,) = considered(ctx, ["cuda-graphs"])
+    assert rec.gain_s == 400e-6 - 150e-6  # the two step times the serving mode priced
+    assert rec.evidence["kernels"] == len(ctx.base.kernels)

@@ -1,5 +1,5 @@
 """The `estimate` CLI mode for findings and reports: --recommend, --report FILE.html, --trace FILE.json,
---roofline-plot FILE.
+--roofline-plot FILE, --breakdown-plot FILE.
 
     estimate --model llama-3-8b --arch h100-sxm --precision bf16 --recommend
     estimate --model llama-3-70b --precision bf16 --report out.html --sweep seq=512:32768:x2 --recommend
@@ -10,7 +10,8 @@ The estimate is made as the default mode makes it (same flags, tile-level unless
 --json: "recommendations", the shown ones, and "whatifs", every what-if estimated); --report writes the
 self-contained HTML page (estimator/report/html.py; with --sweep it carries the sweep plot, with
 --recommend the recommendations); --trace writes the Chrome trace (estimator/report/trace.py);
---roofline-plot writes the roofline figure as PNG/SVG/PDF. Every dim must be bound (--dim, or a bundled
+--roofline-plot / --breakdown-plot write those figures (estimator/report/figures.py, the
+report's own) as PNG/SVG/PDF. Every dim must be bound (--dim, or a bundled
 model's defaults).
 """
 
@@ -31,17 +32,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="re-estimate what-ifs (fusion, precision, GPU, kernel shapes) and rank them by gain")
     g.add_argument("--recommend-only", metavar="NAMES",
                    help="run only these recommenders (comma list: fusion, precision, gpu, kv-cache, "
-                        "tile-quantization, fusion-kernels, profile)")
+                        "cuda-graphs, tile-quantization, split-kv, fusion-kernels, profile)")
     g.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
                    help="hide recommendations saving less than PCT%% of the total estimate (default 2)")
     g.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
     g.add_argument("--trace", metavar="FILE.json",
                    help="write the estimated timeline as a Chrome/Perfetto trace")
     g.add_argument("--roofline-plot", metavar="FILE", help="write the roofline figure (.png, .svg, .pdf)")
+    g.add_argument("--breakdown-plot", metavar="FILE",
+                   help="write the time breakdown by kind and limiter (.png, .svg, .pdf)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.recommend or args.report or args.trace or args.roofline_plot)
+    return bool(args.recommend or args.report or args.trace or args.roofline_plot or args.breakdown_plot)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -53,10 +56,11 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--report {args.report}: use a file name ending in .html")
     if args.trace and not args.trace.lower().endswith(".json"):
         raise UsageError(f"--trace {args.trace}: use a file name ending in .json")
-    if args.roofline_plot:
-        from estimator.study.plot import check_path
+    from estimator.study.plot import FORMATS
 
-        check_path(args.roofline_plot)
+    for flag, path in (("--roofline-plot", args.roofline_plot), ("--breakdown-plot", args.breakdown_plot)):
+        if path and not path.lower().endswith(FORMATS):
+            raise UsageError(f"{flag} {path}: use a file name ending in {', '.join(FORMATS)}")
     if "," in args.arch:
         raise UsageError("--recommend/--report/--trace take one GPU in --arch (the recommendations compare "
                          "the others)")
@@ -104,12 +108,17 @@ def run(args: argparse.Namespace) -> int | None:
 
         trace.write(result, args.trace)
         print(f"trace written to {args.trace}", file=sys.stderr)
-    if args.roofline_plot:
-        from estimator.report.figures import roofline
-        from estimator.study.plot import save
+    from estimator.report import figures
+    from estimator.study.plot import PlotError, save
 
-        save(roofline(result), args.roofline_plot)
-        print(f"roofline written to {args.roofline_plot}", file=sys.stderr)
+    for path, make, what in ((args.roofline_plot, figures.roofline, "roofline"),
+                             (args.breakdown_plot, figures.breakdown, "breakdown")):
+        if path:
+            try:
+                save(make(result), path)
+            except PlotError as exc:  # its message names --plot
+                raise UserError(str(exc).replace("--plot", f"--{what}-plot", 1)) from None
+            print(f"{what} written to {path}", file=sys.stderr)
     if args.report:
         write_report(args, ctx, recs, threshold, found or ())
     return 0

@@ -10,6 +10,11 @@
 - fusion-kernels: memory- or launch-bound kernels that another strategy's rule merges into one kernel
   (the bytes it keeps on chip, the launches it saves). gain = the base kernels' estimates - the fused
   kernel's estimate, both from full estimate() runs, summed over every occurrence.
+- split-kv: a decode attention kernel at small batch fills the GPU only because the tile model chose a
+  split-KV (flash-decoding) configuration. The what-if prices the same kernel through the same tiling
+  and pricing code estimate() runs (plan_kernel + price), its menu restricted to no split; the gain is
+  what the split saves over a runtime without it (the estimate assumes the split: keep it), so the
+  recommendation's estimate_s is the base total. NB: estimate() has no option to forbid a split.
 - profile: with a joined measured profile (issue 14), kernels measured far above their estimate, with
   the counter the profile names; gain = measured - estimate (what tuning could recover).
 """
@@ -133,6 +138,42 @@ def _fmt(v: float) -> str:
     from estimator.report.table import show
 
     return show(v, "s")
+
+
+# ---- split-KV decode attention ------------------------------------------------------------------
+
+@recommender("split-kv")
+def split_kv(ctx: Context) -> list[Recommendation]:
+    from dataclasses import replace
+
+    from estimator.price import price
+    from estimator.tiling.menu import menu_for
+    from estimator.tiling.plan import hw_params, plan_kernel
+    from estimator.tiling.residency import Residency
+
+    menu = menu_for(ctx.hw.family)
+    if menu is None:
+        return []
+    one = replace(menu, decode_splits=(1,))
+    out = []
+    for ps in distinct(ctx.base):
+        p = ps[0]
+        plan = p.kernel.tile
+        if plan is None or plan.kind != "attention" or "splitKV" not in (plan.tile or ""):
+            continue
+        alone = plan_kernel(ctx.base.graph, p.kernel, ctx.hw, hw_params(ctx.hw), one, Residency({}, {}))
+        t_split, t_one = _est(p), seconds(price(p.kernel.work, ctx.hw, alone).estimate_s)
+        gain = len(ps) * (t_one - t_split)
+        reason = (f"{plan.tile}: {_num(plan.ctas):.0f} CTAs on {ctx.hw.sm_count} SMs; without split-KV "
+                  f"{_num(alone.ctas):.0f} CTAs ({100 * _num(alone.wave_eff):.0f}% of one wave) and "
+                  f"{_fmt(t_one)} instead of {_fmt(t_split)} per call ({len(ps)} call"
+                  f"{'s' if len(ps) > 1 else ''}); the estimate assumes the split")
+        out.append(from_gain(ctx, gain, ctx.total_s, f"keep a split-KV (flash-decoding) kernel for "
+                             f"{p.kernel.name}", (), reason,
+                             {"tile": plan.tile, "ctas": _num(plan.ctas),
+                              "ctas_without_split": _num(alone.ctas),
+                              "wave_eff_without_split": _num(alone.wave_eff), "calls": len(ps)}))
+    return out
 
 
 # ---- kernels another strategy fuses ---------------------------------------------------------------

@@ -347,3 +347,23 @@ def _syms(dims: Mapping[str, int]) -> dict:
     from estimator.ir import dim
 
     return {dim(k): v for k, v in dims.items()}
+
+
+@recommender("cuda-graphs")
+def cuda_graphs(ctx: Context) -> list[Recommendation]:
+    """CUDA graphs for a launch-bound step, from the serving summary (issue 17), which prices the step
+    eagerly (host launch per kernel) and captured: ctx.serve["eager_step_s"] and ["graph_step_s"].
+    NB: without --serve there is no such figure: estimate() sums GPU kernel times, which CUDA graphs do not
+    change (the kernels' own launch_s is GPU-side), so nothing is recommended."""
+    serve = ctx.serve or {}
+    eager, graphs = serve.get("eager_step_s"), serve.get("graph_step_s")
+    if eager is None or graphs is None:
+        return []
+    eager, graphs = float(eager), float(graphs)
+    launch = [p for p in ctx.base.kernels if p.timing.limiter == "launch"]
+    reason = (f"{len(ctx.base.kernels)} kernel launches per step ({len(launch)} launch-bound): "
+              f"{_fmt_s(eager)} eager vs {_fmt_s(graphs)} captured in one CUDA graph")
+    gain = eager - graphs
+    return [from_gain(ctx, gain, ctx.total_s - gain, "capture the step in a CUDA graph", ("--cuda-graphs",),
+                      reason, {"kernels": len(ctx.base.kernels), "launch_bound_kernels": len(launch),
+                               "eager_step_s": eager, "graph_step_s": graphs}, level="model")]
