@@ -146,3 +146,13 @@ def test_tooltip_and_print(report, browser):
     assert shown[0] == "block" and "FLOP/B" in shown[1]
     pdf = browser.pdf()
     assert pdf.startswith(b"%PDF") and pdf.count(b"/Type /Page") >= 2  # prints, over several pages
+
+
+def test_flags_of_other_modes_are_refused_not_ignored(capsys, tmp_path):
+    code, _, err = cli(capsys, *ARGS, "--recommend", "--sweep", "seq=16,32")
+    assert_one_error_line(code, err, "--sweep goes with --report")
+    code, _, err = cli(capsys, *ARGS, "--report", str(tmp_path / "r.html"), "--sweep", "seq=16,32",
+                       "--crossover")
+    assert_one_error_line(code, err, "--crossover is the sweep mode's")
+    code, _, err = cli(capsys, *ARGS, "--trace", str(tmp_path / "t.json"), "--validate")
+    assert_one_error_line(code, err, "--validate is its own mode")

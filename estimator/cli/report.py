@@ -64,6 +64,15 @@ def _check(args: argparse.Namespace) -> None:
     if "," in args.arch:
         raise UsageError("--recommend/--report/--trace take one GPU in --arch (the recommendations compare "
                          "the others)")
+    # the other modes never run once this one does: refuse their flags rather than ignore them
+    if getattr(args, "validate", False):
+        raise UsageError("--validate is its own mode; run it apart from --recommend/--report/--trace")
+    for flag in ("crossover", "csv"):
+        if getattr(args, flag, None):
+            raise UsageError(f"--{flag} is the sweep mode's; run it apart from --recommend/--report/--trace")
+    if getattr(args, "sweep", None) and not args.report:
+        raise UsageError("--sweep goes with --report (its plot is a section of the page); for the sweep's "
+                         "table run it without --recommend/--trace")
     if args.recommend_threshold < 0:
         raise UsageError(f"--recommend-threshold {args.recommend_threshold:g}: must be >= 0")
 
