@@ -116,8 +116,8 @@ def _rec(gain: float) -> Recommendation:
 
 def test_threshold_hides_small_and_negative_gains():
     recs = [_rec(2.0), _rec(1.99), _rec(-5.0), _rec(30.0)]
-    assert [r.gain_s for r in shown(recs, 100.0)] == [2.0, 30.0]  # >= 2% of 100 s
-    assert [r.gain_s for r in shown(recs, 100.0, 0.0)] == [2.0, 1.99, 30.0]
+    assert [r.gain_s for r in shown(recs, 100.0)] == [30.0, 2.0]  # >= 2% of 100 s, best first
+    assert [r.gain_s for r in shown(recs, 100.0, 0.0)] == [30.0, 2.0, 1.99]
 
 
 def test_recommender_registered_twice_is_an_error():
@@ -235,3 +235,11 @@ def test_cuda_graphs_only_with_a_serving_summary():
     (rec,) = considered(ctx, ["cuda-graphs"])
     assert rec.gain_s == 400e-6 - 150e-6  # the two step times the serving mode priced
     assert rec.evidence["kernels"] == len(ctx.base.kernels)
+
+
+def test_only_the_best_other_gpu_is_shown():
+    recs = [Recommendation(f"run on {a}", ("--arch", a), 100 - g, g, g, "r", {}, recommender="gpu")
+            for a, g in (("b200", 40.0), ("b300", 45.0), ("h200", 10.0))]
+    recs.append(Recommendation("fp8", ("--precision", "fp8"), 60, 40.0, 40.0, "r", {},
+                               recommender="precision"))
+    assert [r.action for r in shown(recs, 100.0)] == ["run on b300", "fp8"]

@@ -29,6 +29,9 @@ from estimator.ir import Graph
 from hwdesc import HardwareDescriptor
 
 DEFAULT_THRESHOLD = 0.02  # a recommendation must save at least 2% of the total estimate
+# Recommenders of mutually exclusive alternatives where only the best is shown (the rest stay in the
+# what-ifs): three Blackwell variants one under the other say nothing the first does not.
+BEST_ONLY = frozenset({"gpu"})
 
 
 class RecommendError(UserError):
@@ -183,10 +186,17 @@ def considered(ctx: Context, only: Iterable[str] | None = None) -> list[Recommen
 
 def shown(found: Iterable[Recommendation], total_s: float, threshold: float = DEFAULT_THRESHOLD
           ) -> list[Recommendation]:
-    """The recommendations worth showing: gain > 0 and >= threshold x the total."""
+    """The recommendations worth showing: gain > 0 and >= threshold x the total; of a BEST_ONLY
+    recommender's, only the largest."""
     if threshold < 0:
         raise RecommendError(f"recommendation threshold {100 * threshold:g}%: must be >= 0")
-    return [r for r in found if r.gain_s > 0 and r.gain_s >= threshold * total_s]
+    keep, seen = [], set()
+    for r in sorted(found, key=lambda r: -r.gain_s):
+        if r.gain_s > 0 and r.gain_s >= threshold * total_s and r.recommender not in seen:
+            keep.append(r)
+            if r.recommender in BEST_ONLY:
+                seen.add(r.recommender)
+    return keep
 
 
 def recommend(ctx: Context, threshold: float = DEFAULT_THRESHOLD,
