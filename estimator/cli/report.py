@@ -208,5 +208,5 @@ def format_recommendations(recs, found, total_s: float, threshold: float) -> str
     if hidden:
         rest = ", ".join(f"{r.action} {-r.gain_pct:+.1f}%" for r in hidden[:8])
         more = f" and {len(hidden) - 8} more" if len(hidden) > 8 else ""
-        lines.append(f"also estimated, below the threshold (time change): {rest}{more}")
+        lines.append(f"also estimated, not shown (time change): {rest}{more}")
     return "\n".join(lines)

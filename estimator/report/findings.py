@@ -28,7 +28,7 @@ import sympy
 
 from estimator.estimate import PricedKernel, Result, estimate
 from estimator.ir import Graph, Node, Tensor
-from estimator.report.recommend import Context, Recommendation, from_gain, recommender, seconds
+from estimator.report.recommend import Context, Recommendation, fmt_bytes, from_gain, recommender, seconds
 
 WAVE_EFF_MIN = 0.75  # NB: below this the last wave idles a quarter of the machine or more
 PAD_EFF_MIN = 0.9  # NB: below this a tenth of the tiles' MMA work is padding
@@ -230,7 +230,7 @@ def fusable_kernels(ctx: Context) -> list[Recommendation]:
             why = (f"a chain of {len(ops)} launch-bound kernels (each <= {_fmt(longest)}) becomes one launch")
             trigger = "launch"
         else:
-            why = f"memory-bound kernels; fusing keeps {removed / 1e9:.3g} GB of DRAM traffic on chip"
+            why = f"memory-bound kernels; fusing keeps {fmt_bytes(removed)} of DRAM traffic on chip"
             trigger = "memory"
         reason = f"{why}; {count} occurrence(s), rule(s) {fused_op} of --fusion {strategy}"
         out.append(from_gain(ctx, saved, ctx.total_s - saved, f"fuse {chain} into one kernel",

@@ -160,7 +160,7 @@ def recommendations_section(recs: Sequence, total_s: float, threshold: float, al
                     ("flags", False), ("reason", False), ("evidence", False)], rows, tid="recommendations") \
         if rows else '<p>No what-if saves at least the threshold.</p>'
     rest = ", ".join(f"{r.action} ({-r.gain_pct:+.1f}%)" for r in also)
-    tail = (f'<p class="note">Also estimated, below the threshold (time change): {_e(rest)}</p>' if rest
+    tail = (f'<p class="note">Also estimated, not shown (time change): {_e(rest)}</p>' if rest
             else "")
     return f'<section id="recs"><h2>Recommendations</h2>{note}{table}{tail}</section>'
 
@@ -232,7 +232,7 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
            serve: Mapping[str, Any] | None = None, measured: Mapping[str, float] | None = None,
            considered: Sequence = ()) -> str:
     """The page. Optional parts appear when given: `recommendations` (estimator.report.recommend;
-    `considered`: every what-if estimated, those below the threshold are listed in one line),
+    `considered`: every what-if estimated, those not shown are listed in one line),
     `fusion` (strategy -> Result), `sweep_svg` (the sweep plot as SVG), `serve` (the serving summary,
     a flat mapping), `measured` (kernel name -> measured seconds, for the roofline's hollow marks)."""
     r = result

@@ -213,8 +213,13 @@ def _fmt_s(v: float) -> str:
     return show(v, "s")
 
 
-def _gb(v) -> str:
-    return f"{float(sympy.sympify(v)) / 1e9:.3g} GB"
+def fmt_bytes(v) -> str:
+    """Bytes in the unit that reads best: 16.1 GB, 528 kB."""
+    b = float(sympy.sympify(v))
+    for scale, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(b) >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.3g} B"
 
 
 @recommender("fusion")
@@ -230,7 +235,7 @@ def fusion_strategies(ctx: Context) -> list[Recommendation]:
         alt = ctx.rerun(pipeline=pipeline)
         b, a = ctx.base.totals, alt.totals
         reason = (f"{int(a['kernels'])} kernels instead of {int(b['kernels'])}, DRAM traffic "
-                  f"{_gb(b['dram_bytes'])} -> {_gb(a['dram_bytes'])}")
+                  f"{fmt_bytes(b['dram_bytes'])} -> {fmt_bytes(a['dram_bytes'])}")
         out.append(whatif(ctx, alt, f"switch fusion to {name}", ("--fusion", name), reason,
                           {"kernels": int(b["kernels"]), "dram_bytes": float(b["dram_bytes"]),
                            "fusion": ctx.base.fusion}))
@@ -264,8 +269,9 @@ def lower_precision(ctx: Context) -> list[Recommendation]:
         alt = ctx.rerun(precision=name)
         before, after = ctx.base.totals["weight_bytes"], alt.totals["weight_bytes"]
         freed = float(sympy.sympify(before - after))
-        reason = (f"{name} tensor cores; weights {_gb(before)} -> {_gb(after)} (frees {freed / 1e9:.3g} GB "
-                  f"of HBM for KV cache or batch); NB: accuracy is not modelled, validate it")
+        reason = (f"{name} tensor cores; weights {fmt_bytes(before)} -> {fmt_bytes(after)} (frees "
+                  f"{fmt_bytes(freed)} of HBM for KV cache or batch); NB: accuracy is not modelled, "
+                  "validate it")
         out.append(whatif(ctx, alt, f"quantize weights and activations to {name}", ("--precision", name),
                           reason, {"float_bits": now, "weight_bytes": float(sympy.sympify(before)),
                                    "freed_bytes": freed}))
@@ -346,9 +352,8 @@ def fp8_kv_cache(ctx: Context) -> list[Recommendation]:
     held = [n for n in kv if n in graph.inputs] or kv
     before = sum(float(sympy.sympify(graph.tensors[n].nbytes).subs(_syms(ctx.dims))) for n in held)
     after = sum(float(sympy.sympify(fp8.tensors[n].nbytes).subs(_syms(ctx.dims))) for n in held)
-    reason = (f"the KV cache ({len(held)} tensors) takes {after / 1e9:.3g} GB instead of "
-              f"{before / 1e9:.3g} GB at these dims (frees {(before - after) / 1e9:.3g} GB for more context "
-              "or batch)")
+    reason = (f"the KV cache ({len(held)} tensors) takes {fmt_bytes(after)} instead of {fmt_bytes(before)} "
+              f"at these dims (frees {fmt_bytes(before - after)} for more context or batch)")
     return [whatif(ctx, alt, "store the KV cache in fp8", (), reason,
                    {"kv_tensors": len(kv), "kv_bytes": before, "freed_bytes": before - after})]
 
