@@ -29,8 +29,9 @@ def _gids(fig, prefix: str) -> dict[str, object]:
 def test_roofline_places_each_distinct_kernel_at_its_intensity_and_throughput(result):
     fig = figures.roofline(result)
     marks = _gids(fig, "kernel-")
-    placed = figures.placed(result)
-    assert len(marks) == len(placed) > 0
+    placed, moving = figures.placed(result), figures.movers(result)
+    assert len(marks) == len(figures.distinct_kernels(result)) == len(placed) + len(moving)  # one each
+    assert placed and moving  # llama-tiny has GEMMs and FLOP-free gathers / transposes
     for i, p, *_ in placed:
         xs, ys = marks[f"kernel-{i}"].get_data()
         w = p.kernel.work
@@ -41,8 +42,11 @@ def test_roofline_places_each_distinct_kernel_at_its_intensity_and_throughput(re
     xs, ys = roof.get_data()
     assert ys.max() == pytest.approx(989.4e12)
     assert ys[0] == pytest.approx(xs[0] * H100.dram_bytes_per_s)  # the bandwidth slope at the left end
-    # kernels without FLOPs (views, copies) have no place on log axes; distinct covers them all
-    assert len(figures.distinct_kernels(result)) >= len(placed)
+    # kernels without FLOPs (gathers, copies) sit in the left panel at the DRAM bandwidth they reach
+    for i, p, _calls, _bw in moving:
+        assert marks[f"kernel-{i}"].get_data()[1][0] == pytest.approx(
+            float(p.kernel.work.dram_bytes) / float(p.timing.estimate_s))  # bytes per second
+        assert float(p.kernel.work.total_flops) == 0
     assert not _gids(fig, "measured-")
 
 

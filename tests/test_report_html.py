@@ -67,7 +67,7 @@ def test_table_rows_and_roofline_marks_match_the_estimate(report):
     assert page.count("<tr data-group=") == len(doc["kernels"])  # one row per kernel of the JSON
     roofline = page[page.index('<section id="roofline">'):page.index('<section id="breakdown">')]
     marks = set(re.findall(r'<g id="kernel-(\d+)"', roofline))
-    assert len(marks) == len(figures.placed(result)) > 0  # one mark per placeable distinct kernel
+    assert len(marks) == len(figures.distinct_kernels(result)) > 0  # one mark per distinct kernel
     groups = set(re.findall(r'<tr data-group="(\d+)"', page))
     assert len(groups) == len(figures.distinct_kernels(result))
 
@@ -118,7 +118,7 @@ def test_table_rows_marks_and_sorting_in_the_browser(report, browser):
     rows = "document.querySelectorAll('#kernel-table tbody tr')"
     assert browser.eval(f"{rows}.length") == len(doc["kernels"])
     assert browser.eval("document.querySelectorAll('#roofline svg g[id^=\"kernel-\"]').length") \
-        == len(figures.placed(result))
+        == len(figures.distinct_kernels(result))
     col = [h for h, _ in html.KERNEL_HEADERS].index("estimate")
     values = f"Array.from({rows}).map(r => parseFloat(r.cells[{col}].getAttribute('data-v')))"
     before = browser.eval(values)

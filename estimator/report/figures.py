@@ -5,9 +5,10 @@ written like the sweep's `--plot`).
   use, and DRAM bandwidth x arithmetic intensity), with every distinct kernel (one signature: the same
   op on the same shapes, as in every layer) placed at x = FLOPs / DRAM bytes and y = FLOPs / estimate_s
   (filled, coloured by limiter) and, when a measured profile is joined, y = FLOPs / measured_s (hollow).
-  Kernels with no FLOPs or no DRAM bytes (pure data movement; everything resident) have no place on
-  these axes and are counted in the caption instead. Each mark is its own artist with gid
-  `kernel-<i>` / `measured-<i>`, i the index of the distinct kernel (see `distinct_kernels`).
+  Kernels with no FLOPs (pure data movement: copies, gathers, transposes) have no place on those log
+  axes: a narrow panel at the left shows them by the DRAM bandwidth they reach (bytes / estimate_s)
+  under the DRAM roof. Each mark is its own artist with gid `kernel-<i>` / `measured-<i>`, i the index of
+  the distinct kernel (see `distinct_kernels`), so every distinct kernel has exactly one mark.
 - breakdown: the estimate's shares by kernel kind and by limiter, as two stacked horizontal bars.
 """
 
@@ -52,6 +53,41 @@ def placed(result: Result) -> list[tuple[int, PricedKernel, int, float, float]]:
     return out
 
 
+def movers(result: Result) -> list[tuple[int, PricedKernel, int, float]]:
+    """(index, first kernel, calls, DRAM bytes/s reached) of every distinct kernel without FLOPs."""
+    out = []
+    for i, ps in enumerate(distinct_kernels(result)):
+        p = ps[0]
+        dram, est = _n(p.kernel.work.dram_bytes), _n(p.timing.estimate_s)
+        if not _n(p.kernel.work.total_flops) > 0 and dram > 0 and est > 0:
+            out.append((i, p, len(ps), dram / est))
+    return out
+
+
+def _movement_panel(ax, result: Result, moving, total: float, measured) -> None:
+    bw = result.hw.dram_bytes_per_s
+    ax.axhline(bw, color="0.25", lw=1.4, gid="roof-dram")
+    ax.annotate(f"DRAM {bw / 1e12:.3g} TB/s", (0, bw), xytext=(0, 3), textcoords="offset points", ha="center",
+                va="bottom", fontsize=7, color="0.25")
+    for j, (i, p, calls, y) in enumerate(moving):
+        x = (j % 5) - 2  # a little spread, so identical figures stay visible
+        share = calls * _n(p.timing.estimate_s) / total
+        color = LIMITER_COLORS.get(p.timing.limiter.split("|")[0], "#2ca02c")
+        ax.plot([x], [y], "s", ms=4 + 14 * np.sqrt(share), color=color, alpha=0.8, mec="black", mew=0.5,
+                gid=f"kernel-{i}")
+        t = (measured or {}).get(p.kernel.name)
+        if t:
+            ax.plot([x], [_n(p.kernel.work.dram_bytes) / t], "s", ms=6, mfc="none", mec=color, mew=1.5,
+                    gid=f"measured-{i}")
+    ax.set_yscale("log")
+    ax.set_xlim(-4, 4)
+    ax.set_xticks([])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _per_s(v) + "B/s"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_title("no FLOPs\n(DRAM B/s)", fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+
+
 def _per_s(v: float, _pos=None) -> str:
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M")):
         if v >= scale:
@@ -83,8 +119,14 @@ def _new_figure(size: tuple[float, float]) -> Figure:
 def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Figure:
     """The roofline chart; `measured`: kernel name -> measured seconds per call (a joined profile)."""
     fig = _new_figure((8.0, 4.6))
-    ax = fig.add_subplot()
-    marks = placed(result)
+    marks, moving = placed(result), movers(result)
+    total = _n(result.totals["estimate_s"]) or 1.0
+    if moving:
+        grid_spec = fig.add_gridspec(1, 2, width_ratios=[1, 7])
+        _movement_panel(fig.add_subplot(grid_spec[0]), result, moving, total, measured)
+        ax = fig.add_subplot(grid_spec[1])
+    else:
+        ax = fig.add_subplot()
     bw = result.hw.dram_bytes_per_s
     roofs = _roofs(result)
     xs = [m[3] for m in marks] or [1.0]
@@ -99,7 +141,6 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
                     textcoords="offset points", ha="right", va="bottom", fontsize=8, color="0.25")
     ax.annotate(f"DRAM {bw / 1e12:.3g} TB/s", (lo * 1.5, lo * 1.5 * bw), xytext=(2, 6),
                 textcoords="offset points", fontsize=8, color="0.25", rotation=25)
-    total = _n(result.totals["estimate_s"]) or 1.0
     for i, p, calls, x, y in marks:
         share = calls * _n(p.timing.estimate_s) / total
         color = LIMITER_COLORS.get(p.timing.limiter.split("|")[0], "#2ca02c")
@@ -118,13 +159,12 @@ def roofline(result: Result, measured: Mapping[str, float] | None = None) -> Fig
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("arithmetic intensity (FLOP per DRAM byte)")
     ax.set_ylabel("throughput (FLOP/s, estimated)")
-    skipped = len(distinct_kernels(result)) - len(marks)
-    note = f"\n{skipped} distinct kernel(s) without FLOPs or DRAM bytes not placed" if skipped else ""
-    ax.set_title(f"{result.hw.display_name}, precision {result.precision}: {len(marks)} distinct kernels "
-                 f"(size: share of the estimate){note}", fontsize=9)
+    note = f" + {len(moving)} without FLOPs (left)" if moving else ""
+    ax.set_title(f"{result.hw.display_name}, precision {result.precision}: {len(marks)} distinct kernels"
+                 f"{note}\n(marker size: share of the estimate)", fontsize=9)
     handles = [matplotlib.lines.Line2D([], [], ls="", marker="o", color=c, label=lim)
                for lim, c in LIMITER_COLORS.items()
-               if any(p.timing.limiter.startswith(lim) for _, p, *_ in marks)]
+               if any(p.timing.limiter.startswith(lim) for _, p, *_ in [*marks, *moving])]
     if measured:
         handles.append(matplotlib.lines.Line2D([], [], ls="", marker="o", mfc="none", color="0.3",
                                                label="measured"))

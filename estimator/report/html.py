@@ -246,11 +246,11 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
         also = [c for c in considered if c not in recommendations]
         parts.append(recommendations_section(recommendations, _num(r.totals["estimate_s"]) or 0.0, threshold,
                                              also))
-    placed = len(figures.placed(r))
-    left = len(figures.distinct_kernels(r)) - placed
-    caption = (f"{placed} distinct kernels (identical layers share a mark; size: share of the estimate), "
-               "filled: estimated" + (", hollow: measured" if measured else "")
-               + (f"; {left} without FLOPs or DRAM bytes (data movement) are not placed" if left else ""))
+    placed, moving = len(figures.placed(r)), len(figures.movers(r))
+    caption = (f"{placed + moving} distinct kernels (identical layers share a mark; size: share of the "
+               "estimate), filled: estimated" + (", hollow: measured" if measured else "")
+               + (f"; the {moving} without FLOPs (data movement) are placed by the DRAM bandwidth they "
+                  "reach, at the left" if moving else ""))
     parts.append('<section id="roofline"><h2>Roofline</h2><figure>'
                  + figures.to_svg(figures.roofline(r, measured)) + f"<figcaption>{_e(caption)}</figcaption>"
                  "</figure></section>")
