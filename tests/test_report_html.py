@@ -78,7 +78,7 @@ def test_render_without_optional_parts():
     page = html.render(r, "tiny <&>", serve={"tpot_s": 0.012, "gpus": 2})
     assert "<title>tiny &lt;&amp;&gt;</title>" in page  # escaped
     assert '<section id="serve">' in page and "tpot_s" in page
-    assert '<section id="recs">' not in page and '<section id="sweep">' not in page
+    assert "Not computed: add <code>--recommend</code>" in page and '<section id="sweep">' not in page
 
 
 def test_report_errors(capsys, tmp_path):

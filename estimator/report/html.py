@@ -246,6 +246,9 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
         also = [c for c in considered if c not in recommendations]
         parts.append(recommendations_section(recommendations, _num(r.totals["estimate_s"]) or 0.0, threshold,
                                              also))
+    else:
+        parts.append('<section id="recs"><h2>Recommendations</h2><p class="note">Not computed: add '
+                     "<code>--recommend</code> (every what-if is one more estimate).</p></section>")
     placed, moving = len(figures.placed(r)), len(figures.movers(r))
     caption = (f"{placed + moving} distinct kernels (identical layers share a mark; size: share of the "
                "estimate), filled: estimated" + (", hollow: measured" if measured else "")
