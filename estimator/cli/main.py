@@ -30,7 +30,9 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch"]
+# estimator.cli.report comes first: with --report/--recommend/--trace it also draws a --sweep itself.
+MODES: list[str] = ["estimator.cli.report",
+                    "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
