@@ -1,0 +1,117 @@
+"""Turning what the user gave (.cu, .ptx, .cubin, fatbin, executable / .so) into one cubin for the SM.
+
+- `.cu`: `nvcc -cubin -arch=<sm> -O3 -Xptxas -v` (the ptxas log gives spill bytes per kernel);
+- PTX (text with `.version` / `.target`): `ptxas -arch=<sm> -v`;
+- a cubin (CUDA ELF): used as is, when its SM runs on the target;
+- a fatbin or a host ELF: `cuobjdump -lelf` lists the embedded cubins, `-xelf` extracts the one that runs on
+  the target; failing that, PTX that the driver would JIT for the target is extracted and ptxas'd.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from estimator.errors import UserError
+from estimator.sass import elf, tools
+from estimator.sass.limits import runs_on
+
+_FATBIN_MAGIC = b"\x50\xed\x55\xba"
+_LIST_RE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(\S+)$")
+_SM_IN_NAME = re.compile(r"\.(sm_\d+[af]?)\.(?:cubin|ptx)$")
+_PTXAS_FUNC = re.compile(r"Function properties for (\S+)")
+_PTXAS_SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+
+
+@dataclass
+class Module:
+    """One cubin ready for analysis, with how it was obtained."""
+
+    cubin: Path
+    source_kind: str  # cu | ptx | cubin | fatbin
+    ptxas_spills: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (store B, load B)
+    ptxas_warnings: list[str] = field(default_factory=list)
+
+
+def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = ()) -> Module:
+    """The cubin of `path` for `sm` (e.g. "sm_90a"), written under `workdir` when it must be built."""
+    p = Path(path)
+    try:
+        head = p.read_bytes()[:4096]
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    if p.suffix in (".cu", ".cuh"):
+        return _compile_cu(p, sm, Path(workdir), nvcc_args)
+    if elf.is_elf(head) and len(head) > 0x14 and head[0x12] == 190 and head[0x13] == 0:
+        return _cubin(p, sm)
+    if head.startswith(_FATBIN_MAGIC) or elf.is_elf(head):
+        return _from_fatbin(p, sm, Path(workdir))
+    text = head.decode("utf-8", "replace")
+    if ".version" in text and ".target" in text:
+        return _assemble_ptx(p, sm, Path(workdir))
+    raise UserError(f"{path}: not a cubin, fatbin, executable, PTX or .cu file")
+
+
+def _cubin(p: Path, sm: str) -> Module:
+    module = elf.read(p.read_bytes(), str(p))
+    have = f"sm_{module.sm_number}"
+    if not runs_on(have, sm) and not runs_on(have + "a", sm):
+        raise UserError(f"{p}: the cubin is for {have}, which does not run on {sm} (give --arch {have})")
+    return Module(p, "cubin")
+
+
+def _compile_cu(p: Path, sm: str, work: Path, nvcc_args: tuple[str, ...]) -> Module:
+    out = work / f"{p.stem}.{sm}.cubin"
+    proc = tools.run("nvcc", ["-cubin", f"-arch={sm}", "-O3", "-Xptxas", "-v", *nvcc_args, "-o", str(out), str(p)],
+                     what=str(p))
+    return Module(out, "cu", *_ptxas_log(proc.stderr))
+
+
+def _assemble_ptx(p: Path, sm: str, work: Path) -> Module:
+    out = work / f"{p.stem}.{sm}.cubin"
+    proc = tools.run("ptxas", [f"-arch={sm}", "-v", "-o", str(out), str(p)], what=str(p))
+    return Module(out, "ptx", *_ptxas_log(proc.stderr))
+
+
+def _from_fatbin(p: Path, sm: str, work: Path) -> Module:
+    listing = tools.run("cuobjdump", ["-lelf", "-lptx", str(p)], what=str(p)).stdout
+    entries = [m.groups() for line in listing.splitlines() if (m := _LIST_RE.match(line.strip()))]
+    if not entries:
+        raise UserError(f"{p}: holds no CUDA code (no cubin or PTX in its fatbin)")
+    have: dict[str, list] = {"ELF": [], "PTX": []}
+    for kind, name in entries:
+        have[kind].append((name, _SM_IN_NAME.search(name)))
+    for name, m in have["ELF"]:
+        if m and runs_on(m.group(1), sm):
+            tools.run("cuobjdump", ["-xelf", name, str(p.resolve())], what=str(p), cwd=work)
+            return Module(work / name, "fatbin")
+    for name, m in have["PTX"]:
+        if m and runs_on(m.group(1), sm):
+            tools.run("cuobjdump", ["-xptx", name, str(p.resolve())], what=str(p), cwd=work)
+            built = _assemble_ptx(work / name, sm, work)
+            built.source_kind = "fatbin"
+            return built
+    found = ", ".join(sorted({m.group(1) for kind in have.values() for _, m in kind if m})) or "none"
+    raise UserError(f"{p}: no cubin or PTX for {sm} (it holds: {found})")
+
+
+def _ptxas_log(text: str) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """Per kernel (spill store bytes, spill load bytes) and the warning lines of a `ptxas -v` log."""
+    spills: dict[str, tuple[int, int]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := _PTXAS_ENTRY.search(line) or _PTXAS_FUNC.search(line):
+            current = m.group(1)
+        elif (m := _PTXAS_SPILL.search(line)) and current:
+            spills[current] = (int(m.group(2)), int(m.group(3)))
+    warnings = [ln.strip() for ln in text.splitlines() if "warning" in ln.lower() or "C7508" in ln]
+    return spills, warnings
+
+
+def scratch_dir() -> tempfile.TemporaryDirectory:
+    return tempfile.TemporaryDirectory(prefix="estimate-sass-")

@@ -1,0 +1,34 @@
+// Probe kernels: warp-level mma.sync (compiled for sm_80 and sm_90a by the tests).
+#include <cstdint>
+
+// mma_bf16: one m16n8k16 bf16 -> f32 mma.sync per k-step (2 x 32-bit A regs per ... 4 A, 2 B, 4 C/D regs).
+extern "C" __global__ void mma_bf16(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, float* __restrict__ d, int k_steps) {
+    float c0 = 0.f, c1 = 0.f, c2 = 0.f, c3 = 0.f;
+    for (int k = 0; k < k_steps; ++k) {
+        const uint32_t* pa = a + (k * 32 + threadIdx.x) * 4;
+        const uint32_t* pb = b + (k * 32 + threadIdx.x) * 2;
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                     : "r"(pa[0]), "r"(pa[1]), "r"(pa[2]), "r"(pa[3]), "r"(pb[0]), "r"(pb[1]));
+    }
+    float* pd = d + threadIdx.x * 4;
+    pd[0] = c0; pd[1] = c1; pd[2] = c2; pd[3] = c3;
+}
+
+#if __CUDA_ARCH__ >= 890
+// mma_e4m3: one m16n8k32 e4m3 x e4m3 -> f32 mma.sync per k-step: native QMMA on sm_89/sm_120, emulated elsewhere.
+extern "C" __global__ void mma_e4m3(const uint32_t* __restrict__ a, const uint32_t* __restrict__ b, float* __restrict__ d, int k_steps) {
+    float c0 = 0.f, c1 = 0.f, c2 = 0.f, c3 = 0.f;
+    for (int k = 0; k < k_steps; ++k) {
+        const uint32_t* pa = a + (k * 32 + threadIdx.x) * 4;
+        const uint32_t* pb = b + (k * 32 + threadIdx.x) * 2;
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c0), "+f"(c1), "+f"(c2), "+f"(c3)
+                     : "r"(pa[0]), "r"(pa[1]), "r"(pa[2]), "r"(pa[3]), "r"(pb[0]), "r"(pb[1]));
+    }
+    float* pd = d + threadIdx.x * 4;
+    pd[0] = c0; pd[1] = c1; pd[2] = c2; pd[3] = c3;
+}
+#endif
