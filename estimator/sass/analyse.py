@@ -20,8 +20,15 @@ _UNPACK_FP8 = re.compile(r"^F2FP\..*\.(E4M3|E5M2)\.UNPACK")
 _UMOV_IMM = re.compile(r"^(UR\d+),\s*(0x[0-9a-f]+|\d+)$")
 
 
-def analyse_file(path: str, arch: str | None = None, kernel: str | None = None, block: int | None = None,
-                 dynamic_smem: int = 0, tmem_columns: int | None = None, nvcc_args: tuple[str, ...] = ()) -> dict:
+def analyse_file(
+    path: str,
+    arch: str | None = None,
+    kernel: str | None = None,
+    block: int | None = None,
+    dynamic_smem: int = 0,
+    tmem_columns: int | None = None,
+    nvcc_args: tuple[str, ...] = (),
+) -> dict:
     """The report of every kernel (or just `kernel`) of the module at `path` for `arch`."""
     if dynamic_smem < 0:
         raise UserError(f"--dynamic-smem must be >= 0 bytes, got {dynamic_smem}")
@@ -37,11 +44,21 @@ def analyse_file(path: str, arch: str | None = None, kernel: str | None = None, 
         if kernel not in info.kernels:
             raise UserError(f"{path}: no kernel {kernel!r} (kernels: {', '.join(names) or 'none'})")
         names = [kernel]
-    kernels = [_kernel(info.kernels[n], info, listing.functions.get(n), module, target, block, dynamic_smem,
-                       tmem_columns) for n in names]
-    return {"file": path, "arch": target.label, "sm": listing.sm or target.sm,
-            "gpu": target.hw.name if target.hw is not None else None, "source_kind": module.source_kind,
-            "ptxas_warnings": module.ptxas_warnings, "kernels": kernels}
+    kernels = [
+        _kernel(
+            info.kernels[n], info, listing.functions.get(n), module, target, block, dynamic_smem, tmem_columns
+        )
+        for n in names
+    ]
+    return {
+        "file": path,
+        "arch": target.label,
+        "sm": listing.sm or target.sm,
+        "gpu": target.hw.name if target.hw is not None else None,
+        "source_kind": module.source_kind,
+        "ptxas_warnings": module.ptxas_warnings,
+        "kernels": kernels,
+    }
 
 
 def _target_of_cubin(path: str) -> Target:
@@ -58,8 +75,16 @@ def _target_of_cubin(path: str) -> Target:
     return resolve(DEFAULT_ARCH)
 
 
-def _kernel(k: elf.ElfKernel, module: elf.ElfModule, fn: disasm.Function | None, src: inputs.Module,
-            target: Target, block: int | None, dynamic_smem: int, tmem_columns: int | None) -> dict:
+def _kernel(
+    k: elf.ElfKernel,
+    module: elf.ElfModule,
+    fn: disasm.Function | None,
+    src: inputs.Module,
+    target: Target,
+    block: int | None,
+    dynamic_smem: int,
+    tmem_columns: int | None,
+) -> dict:
     instructions = fn.instructions if fn else []
     whole = loops.summarize(instructions)
     loop_list = loops.analyse(fn) if fn else []
@@ -69,8 +94,15 @@ def _kernel(k: elf.ElfKernel, module: elf.ElfModule, fn: disasm.Function | None,
         tmem_columns = features["tmem_columns"]
     threads, block_source = _block(k, block)
     static_smem = elf.static_smem_bytes(k, module)
-    occ = occupancy(target.limits, threads, k.registers, static_smem, dynamic_smem, k.barriers,
-                    tmem_columns if features["tcgen05"] else None)
+    occ = occupancy(
+        target.limits,
+        threads,
+        k.registers,
+        static_smem,
+        dynamic_smem,
+        k.barriers,
+        tmem_columns if features["tcgen05"] else None,
+    )
     spill_st, spill_ld = src.ptxas_spills.get(k.name, (None, None))
     if spill_st is None:  # from the SASS: bytes per thread of the annotated STL / LDL, statically
         spill_st = sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "STL")
@@ -78,17 +110,24 @@ def _kernel(k: elf.ElfKernel, module: elf.ElfModule, fn: disasm.Function | None,
     report = {
         "name": k.name,
         "resources": {
-            "registers": k.registers, "stack_bytes": k.stack_bytes,
-            "spill_store_bytes": spill_st, "spill_load_bytes": spill_ld,
+            "registers": k.registers,
+            "stack_bytes": k.stack_bytes,
+            "spill_store_bytes": spill_st,
+            "spill_load_bytes": spill_ld,
             "spill_source": "ptxas" if k.name in src.ptxas_spills else "sass",
             "spill_instructions": whole["spill_instructions"],
             "local_instructions": whole["mix"].get("lsu_local", 0),
-            "static_smem_bytes": static_smem, "dynamic_smem_bytes": dynamic_smem,
-            "barriers": k.barriers, "mbarriers": k.mbarriers,
-            "launch_bounds_threads": k.max_threads[0] * k.max_threads[1] * k.max_threads[2] if k.max_threads else None,
+            "static_smem_bytes": static_smem,
+            "dynamic_smem_bytes": dynamic_smem,
+            "barriers": k.barriers,
+            "mbarriers": k.mbarriers,
+            "launch_bounds_threads": k.max_threads[0] * k.max_threads[1] * k.max_threads[2]
+            if k.max_threads
+            else None,
             "reqntid": list(k.reqntid) if k.reqntid else None,
             "cluster_dims": list(k.cluster_dims) if k.cluster_dims else None,
-            "setmaxnreg": k.reg_reconfig, "param_bytes": k.param_bytes,
+            "setmaxnreg": k.reg_reconfig,
+            "param_bytes": k.param_bytes,
         },
         "tensor": tensor,
         "features": features,
@@ -96,9 +135,13 @@ def _kernel(k: elf.ElfKernel, module: elf.ElfModule, fn: disasm.Function | None,
         "instructions": whole["instructions"],
         "loops": loop_list,
         "occupancy": {
-            "block_threads": threads, "block_source": block_source,
-            "ctas_per_sm": occ.ctas_per_sm, "warps_per_sm": occ.warps_per_sm,
-            "occupancy": round(occ.occupancy, 4), "limiter": occ.limiter, "limits": occ.limits,
+            "block_threads": threads,
+            "block_source": block_source,
+            "ctas_per_sm": occ.ctas_per_sm,
+            "warps_per_sm": occ.warps_per_sm,
+            "occupancy": round(occ.occupancy, 4),
+            "limiter": occ.limiter,
+            "limits": occ.limits,
             "smem_per_cta_bytes": occ.smem_per_cta_bytes,
             "tmem_columns": tmem_columns if features["tcgen05"] else None,
             "upper_bound": bool(k.cluster_dims) or features["tcgen05"],
@@ -129,11 +172,21 @@ def _tensor(instructions: list[disasm.Instruction]) -> dict:
         if entry is None:
             shape, dtype, acc, desc = op.shape, op.dtype, op.accumulator, None
             if op.family == "tcgen05" and (d := idesc.find(instructions, idx)) is not None:
-                shape, dtype, acc, desc = (d.m, d.n, d.k) if d.k else None, d.dtype or dtype, d.accumulator, d.value
+                shape, dtype, acc, desc = (
+                    (d.m, d.n, d.k) if d.k else None,
+                    d.dtype or dtype,
+                    d.accumulator,
+                    d.value,
+                )
             entry = ops[ins.opcode] = {
-                "opcode": ins.opcode, "family": op.family, "dtype": dtype, "accumulator": acc,
-                "shape": list(shape) if shape else None, "cta_group": op.cta_group,
-                "block_scaled": op.block_scaled, "idesc": f"0x{desc:08x}" if desc is not None else None,
+                "opcode": ins.opcode,
+                "family": op.family,
+                "dtype": dtype,
+                "accumulator": acc,
+                "shape": list(shape) if shape else None,
+                "cta_group": op.cta_group,
+                "block_scaled": op.block_scaled,
+                "idesc": f"0x{desc:08x}" if desc is not None else None,
                 "count": 0,
             }
         entry["count"] += 1
@@ -142,18 +195,28 @@ def _tensor(instructions: list[disasm.Instruction]) -> dict:
     native_fp8 = any(e["dtype"] in ("fp8", "fp6", "fp4") for e in ops.values())
     hmma = sum(e["count"] for e in ops.values() if e["opcode"].startswith("HMMA"))
     emulated = {"conversions": unpack, "hmma": hmma} if unpack and hmma and not native_fp8 else None
-    return {"family": max(families, key=families.get) if families else None, "families": sorted(families),
-            "ops": list(ops.values()), "emulated_fp8": emulated}
+    return {
+        "family": max(families, key=families.get) if families else None,
+        "families": sorted(families),
+        "ops": list(ops.values()),
+        "emulated_fp8": emulated,
+    }
 
 
 def _features(instructions: list[disasm.Instruction], k: elf.ElfKernel) -> dict:
     bases = Counter(i.base for i in instructions)
     tcgen05 = any(i.base.startswith("UTC") and i.base.endswith("MMA") for i in instructions) or bool(
-        k.tcgen05_cta_group)
+        k.tcgen05_cta_group
+    )
     return {
-        "tma_loads": bases["UTMALDG"], "tma_stores": bases["UTMASTG"], "cp_async": bases["LDGSTS"],
-        "ldmatrix": bases["LDSM"], "tcgen05": tcgen05, "tmem": bases["LDTM"] + bases["STTM"] + bases["UTCCP"],
-        "tcgen05_cta_group": k.tcgen05_cta_group, "tmem_columns": _tmem_alloc_columns(instructions),
+        "tma_loads": bases["UTMALDG"],
+        "tma_stores": bases["UTMASTG"],
+        "cp_async": bases["LDGSTS"],
+        "ldmatrix": bases["LDSM"],
+        "tcgen05": tcgen05,
+        "tmem": bases["LDTM"] + bases["STTM"] + bases["UTCCP"],
+        "tcgen05_cta_group": k.tcgen05_cta_group,
+        "tmem_columns": _tmem_alloc_columns(instructions),
         "elected_issue": bases["ELECT"] > 0,
     }
 
@@ -168,7 +231,7 @@ def _tmem_alloc_columns(instructions: list[disasm.Instruction]) -> int | None:
         if not ins.opcode.startswith("UTCATOMSWS.FIND_AND_SET"):
             continue
         reg = ins.operands.split(",")[-1].strip()
-        for prev in reversed(instructions[max(0, idx - 16):idx]):
+        for prev in reversed(instructions[max(0, idx - 16) : idx]):
             if prev.operands.startswith(reg + ","):
                 m = _UMOV_IMM.match(prev.operands)
                 return int(m.group(2), 0) * 32 if prev.base == "UMOV" and m else None

@@ -56,7 +56,7 @@ def build(fn: Function) -> list[Block]:
         return []
     targets = {fn.labels[i.target] for i in ins if i.target in fn.labels and i.base not in ("CALL",)}
     leaders = {ins[0].offset} | targets
-    for a, b in zip(ins, ins[1:]):
+    for a, b in zip(ins, ins[1:], strict=False):
         if a.base in _TERMINATORS:
             leaders.add(b.offset)
     blocks: list[Block] = []

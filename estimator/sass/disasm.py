@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 from estimator.sass import tools
 
-_INS_RE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*.*?\*\))?\s*;"
-                     r"\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
+_INS_RE = re.compile(
+    r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*.*?\*\))?\s*;"
+    r"\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$"
+)
 _HIGH_RE = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
 _LABEL_RE = re.compile(r"^([.$\w][\w.$]*):\s*$")
 _SECTION_RE = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)")
@@ -93,5 +95,11 @@ def parse(text: str) -> Disassembly:
 def _instruction(m: re.Match) -> Instruction:
     offset, pred, opcode, operands, annotation, _low = m.groups()
     target = _BRANCH_TARGET_RE.search(operands)
-    return Instruction(offset=int(offset, 16), predicate=pred or "", opcode=opcode, operands=operands.strip(),
-                       annotation=annotation or "", target=target.group(1) if target else None)
+    return Instruction(
+        offset=int(offset, 16),
+        predicate=pred or "",
+        opcode=opcode,
+        operands=operands.strip(),
+        annotation=annotation or "",
+        target=target.group(1) if target else None,
+    )

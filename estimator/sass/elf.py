@@ -20,11 +20,25 @@ from dataclasses import dataclass, field
 from estimator.errors import UserError
 
 EIATTR = {
-    0x05: "MAX_THREADS", 0x10: "REQNTID", 0x11: "FRAME_SIZE", 0x12: "MIN_STACK_SIZE", 0x17: "KPARAM_INFO",
-    0x1b: "MAXREG_COUNT", 0x1c: "EXIT_INSTR_OFFSETS", 0x23: "MAX_STACK_SIZE", 0x2f: "REGCOUNT",
-    0x37: "CUDA_API_VERSION", 0x38: "NUM_MBARRIERS", 0x3d: "CTA_PER_CLUSTER", 0x3e: "EXPLICIT_CLUSTER",
-    0x41: "RESERVED_SMEM_USED", 0x4a: "VRC_CTA_INIT_COUNT", 0x4c: "NUM_BARRIERS", 0x51: "TCGEN05_1CTA_USED",
-    0x52: "TCGEN05_2CTA_USED", 0x54: "REG_RECONFIG",
+    0x05: "MAX_THREADS",
+    0x10: "REQNTID",
+    0x11: "FRAME_SIZE",
+    0x12: "MIN_STACK_SIZE",
+    0x17: "KPARAM_INFO",
+    0x1B: "MAXREG_COUNT",
+    0x1C: "EXIT_INSTR_OFFSETS",
+    0x23: "MAX_STACK_SIZE",
+    0x2F: "REGCOUNT",
+    0x37: "CUDA_API_VERSION",
+    0x38: "NUM_MBARRIERS",
+    0x3D: "CTA_PER_CLUSTER",
+    0x3E: "EXPLICIT_CLUSTER",
+    0x41: "RESERVED_SMEM_USED",
+    0x4A: "VRC_CTA_INIT_COUNT",
+    0x4C: "NUM_BARRIERS",
+    0x51: "TCGEN05_1CTA_USED",
+    0x52: "TCGEN05_2CTA_USED",
+    0x54: "REG_RECONFIG",
 }
 _FMT_SVAL = 0x04
 _EM_CUDA = 190
@@ -75,12 +89,12 @@ def read(data: bytes, what: str = "cubin") -> ElfModule:
 def _read(data: bytes) -> ElfModule:
     if data[4] != 2:
         raise ValueError("not a 64-bit ELF")
-    machine, = struct.unpack_from("<H", data, 0x12)
+    (machine,) = struct.unpack_from("<H", data, 0x12)
     if machine != _EM_CUDA:
         raise UserError(f"not a CUDA ELF (e_machine {machine}, CUDA is {_EM_CUDA})")
-    flags, = struct.unpack_from("<I", data, 0x30)
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3a)
+    (flags,) = struct.unpack_from("<I", data, 0x30)
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     if shoff + shnum * shentsize > len(data):
         raise ValueError("section table past the end of the file")
@@ -88,16 +102,16 @@ def _read(data: bytes) -> ElfModule:
     names = [_cstr(data, strtab_off + s[0]) for s in sections]
     symbols = _symbols(data, sections, names)
     kernels: dict[str, ElfKernel] = {}
-    for (_, typ, _, _, off, size, _, _, _, _), name in zip(sections, names):
+    for name in names:
         if name.startswith(".text."):
             kernels.setdefault(name[6:], ElfKernel(name[6:]))
-    for (_, typ, _, _, off, size, _, _, _, _), name in zip(sections, names):
+    for (_, typ, _, _, off, size, _, _, _, _), name in zip(sections, names, strict=False):
         if typ != _SHT_NOBITS and off + size > len(data):
             raise ValueError(f"section {name} past the end of the file")
         if name == ".nv.info":
-            _module_info(data[off:off + size], symbols, kernels)
+            _module_info(data[off : off + size], symbols, kernels)
         elif name.startswith(".nv.info.") and name[9:] in kernels:
-            _kernel_info(data[off:off + size], kernels[name[9:]])
+            _kernel_info(data[off : off + size], kernels[name[9:]])
         elif name.startswith(".nv.shared.") and name[11:] in kernels:
             kernels[name[11:]].shared_section_bytes = size
     sm = (flags >> 8) & 0xFF or flags & 0xFF
@@ -106,19 +120,21 @@ def _read(data: bytes) -> ElfModule:
 
 
 def _cstr(data: bytes, off: int) -> str:
-    return data[off:data.index(b"\0", off)].decode("utf-8", "replace")
+    return data[off : data.index(b"\0", off)].decode("utf-8", "replace")
 
 
 def _symbols(data: bytes, sections: list, names: list[str]) -> dict:
     """symbol index -> name, plus "__entries__": the names of STO_CUDA_ENTRY functions."""
     out: dict = {"__entries__": {}}
-    for s, name in zip(sections, names):
+    for s, name in zip(sections, names, strict=False):
         if name != ".symtab":
             continue
         _, _, _, _, off, size, link, _, _, entsize = s
         str_off = sections[link][4]
         for i in range(size // (entsize or 24)):
-            st_name, st_info, st_other, _, _, _ = struct.unpack_from("<IBBHQQ", data, off + i * (entsize or 24))
+            st_name, st_info, st_other, _, _, _ = struct.unpack_from(
+                "<IBBHQQ", data, off + i * (entsize or 24)
+            )
             sym = _cstr(data, str_off + st_name)
             out[i] = sym
             if st_info & 0xF == 2 and st_other & 0x10:  # STT_FUNC with STO_CUDA_ENTRY
@@ -132,11 +148,11 @@ def _records(blob: bytes):
     while p + 4 <= len(blob):
         fmt, attr = blob[p], blob[p + 1]
         if fmt == _FMT_SVAL:
-            size, = struct.unpack_from("<H", blob, p + 2)
-            yield attr, blob[p + 4:p + 4 + size]
+            (size,) = struct.unpack_from("<H", blob, p + 2)
+            yield attr, blob[p + 4 : p + 4 + size]
             p += 4 + size
         else:
-            yield attr, blob[p + 2:p + 4]
+            yield attr, blob[p + 2 : p + 4]
             p += 4
 
 

@@ -38,7 +38,9 @@ def _tensor_path(r: dict, t: Target, _w) -> list[dict]:
             out.append(_mma_sync_cap(op, what, fast, t))
         else:
             extra = f", {op['cta_group']}-CTA" if op["cta_group"] == 2 else ""
-            out.append({"kind": "tensor_path", "text": f"{op['count']} x {what}{extra}", "opcode": op["opcode"]})
+            out.append(
+                {"kind": "tensor_path", "text": f"{op['count']} x {what}{extra}", "opcode": op["opcode"]}
+            )
     return out
 
 
@@ -51,9 +53,11 @@ def _mma_sync_cap(op: dict, what: str, fast: str, t: Target) -> dict:
     if rate and peak:
         cap = rate * hw.sm_count * hw.clock_hz
         finding["max_fraction_of_peak"] = round(cap / peak, 3)
-        text += (f"; expect at most ~{100 * cap / peak:.0f}% of the {hw.name} {dtype} peak "
-                 f"({rate} FLOP/clk/SM x {hw.sm_count} SMs x {hw.clock_hz / 1e9:.2f} GHz = "
-                 f"{cap / 1e12:.0f} of {peak / 1e12:.0f} TFLOP/s)")
+        text += (
+            f"; expect at most ~{100 * cap / peak:.0f}% of the {hw.name} {dtype} peak "
+            f"({rate} FLOP/clk/SM x {hw.sm_count} SMs x {hw.clock_hz / 1e9:.2f} GHz = "
+            f"{cap / 1e12:.0f} of {peak / 1e12:.0f} TFLOP/s)"
+        )
     finding["text"] = text
     return finding
 
@@ -62,9 +66,14 @@ def _emulated_fp8(r: dict, t: Target, _w) -> list[dict]:
     e = r["tensor"]["emulated_fp8"]
     if not e:
         return []
-    return [{"kind": "emulated_fp8", **e,
-             "text": f"fp8 MMA emulated by {e['conversions']} conversions + {e['hmma']} HMMA on {t.sm} "
-                     f"(fp8 at tensor-core rate needs wgmma QGMMA or tcgen05 UTCQMMA)"}]
+    return [
+        {
+            "kind": "emulated_fp8",
+            **e,
+            "text": f"fp8 MMA emulated by {e['conversions']} conversions + {e['hmma']} HMMA on {t.sm} "
+            f"(fp8 at tensor-core rate needs wgmma QGMMA or tcgen05 UTCQMMA)",
+        }
+    ]
 
 
 def _spills(r: dict, _t, _w) -> list[dict]:
@@ -72,33 +81,56 @@ def _spills(r: dict, _t, _w) -> list[dict]:
     out = []
     if res["spill_store_bytes"] or res["spill_load_bytes"]:
         hot = [lp for lp in r["loops"] if lp["hot"] and lp["spill_instructions"]]
-        text = (f"{res['spill_store_bytes']} B spill stores, {res['spill_load_bytes']} B spill loads per thread "
-                f"({res['spill_source']}); {res['spill_instructions']} spill instructions")
+        text = (
+            f"{res['spill_store_bytes']} B spill stores, {res['spill_load_bytes']} B spill loads per thread "
+            f"({res['spill_source']}); {res['spill_instructions']} spill instructions"
+        )
         for lp in hot:
-            text += f"; {lp['spill_bytes']} B spilled in the loop at {lp['header']} ({lp['spill_instructions']} LDL/STL)"
-        out.append({"kind": "spills", "text": text, "spill_store_bytes": res["spill_store_bytes"],
-                    "spill_load_bytes": res["spill_load_bytes"],
-                    "hot_loop_spill_bytes": sum(lp["spill_bytes"] for lp in hot)})
+            text += f"; {lp['spill_bytes']} B spilled in the loop at {lp['header']}"
+            text += f" ({lp['spill_instructions']} LDL/STL)"
+        out.append(
+            {
+                "kind": "spills",
+                "text": text,
+                "spill_store_bytes": res["spill_store_bytes"],
+                "spill_load_bytes": res["spill_load_bytes"],
+                "hot_loop_spill_bytes": sum(lp["spill_bytes"] for lp in hot),
+            }
+        )
     elif res["stack_bytes"]:
-        out.append({"kind": "stack", "text": f"{res['stack_bytes']} B stack frame without spills: local arrays"})
+        out.append(
+            {"kind": "stack", "text": f"{res['stack_bytes']} B stack frame without spills: local arrays"}
+        )
     return out
 
 
 def _occupancy(r: dict, t: Target, _w) -> list[dict]:
     o, res = r["occupancy"], r["resources"]
-    why = {"registers": f"registers ({res['registers']}/thread)",
-           "shared_memory": f"shared memory ({o['smem_per_cta_bytes']} B/CTA incl. the 1 KB reserve)",
-           "warps": f"the {t.limits.warps_per_sm} warps/SM limit", "ctas": f"the {t.limits.ctas_per_sm} CTAs/SM limit",
-           "barriers": f"named barriers ({res['barriers']}/CTA)",
-           "tmem": f"tensor memory ({o['tmem_columns']} of {t.limits.tmem_columns_per_sm} columns/CTA)"}[o["limiter"]]
+    why = {
+        "registers": f"registers ({res['registers']}/thread)",
+        "shared_memory": f"shared memory ({o['smem_per_cta_bytes']} B/CTA incl. the 1 KB reserve)",
+        "warps": f"the {t.limits.warps_per_sm} warps/SM limit",
+        "ctas": f"the {t.limits.ctas_per_sm} CTAs/SM limit",
+        "barriers": f"named barriers ({res['barriers']}/CTA)",
+        "tmem": f"tensor memory ({o['tmem_columns']} of {t.limits.tmem_columns_per_sm} columns/CTA)",
+    }[o["limiter"]]
     bound = "at most " if o["upper_bound"] else ""
-    text = (f"{bound}{o['ctas_per_sm']} CTA/SM ({o['warps_per_sm']} warps, {100 * o['occupancy']:.0f}% occupancy) "
-            f"with {o['block_threads']} threads/CTA ({o['block_source']}), limited by {why}")
+    text = (
+        f"{bound}{o['ctas_per_sm']} CTA/SM ({o['warps_per_sm']} warps, "
+        f"{100 * o['occupancy']:.0f}% occupancy) "
+        f"with {o['block_threads']} threads/CTA ({o['block_source']}), limited by {why}"
+    )
     out = [{"kind": "occupancy", "text": text, "ctas_per_sm": o["ctas_per_sm"], "limiter": o["limiter"]}]
     if o["tmem_columns"] and t.limits.tmem_columns_per_sm:
         n = t.limits.tmem_columns_per_sm // o["tmem_columns"]
-        out.append({"kind": "tmem", "text": f"TMEM: {o['tmem_columns']} of {t.limits.tmem_columns_per_sm} columns "
-                                            f"per CTA -> at most {n} CTAs/SM", "ctas_per_sm": n})
+        out.append(
+            {
+                "kind": "tmem",
+                "text": f"TMEM: {o['tmem_columns']} of {t.limits.tmem_columns_per_sm} columns "
+                f"per CTA -> at most {n} CTAs/SM",
+                "ctas_per_sm": n,
+            }
+        )
     return out
 
 
@@ -109,21 +141,39 @@ def _loops(r: dict, _t, _w) -> list[dict]:
             continue
         parts = [f"{n} x {op}" for op, n in {**lp["tensor"], **lp["sfu"], **lp["tma"]}.items()]
         what = ", ".join(parts) if parts else "no tensor, MUFU or TMA instructions"
-        out.append({"kind": "loop", "header": lp["header"], "instructions": lp["instructions"],
-                    "text": f"loop at {lp['header']}: {lp['instructions']} instructions per iteration, {what} "
-                            f"(stall sum {lp['stall_cycles']} cycles)"})
+        out.append(
+            {
+                "kind": "loop",
+                "header": lp["header"],
+                "instructions": lp["instructions"],
+                "text": f"loop at {lp['header']}: {lp['instructions']} instructions per iteration, {what} "
+                f"(stall sum {lp['stall_cycles']} cycles)",
+            }
+        )
     return out
 
 
 def _knobs(r: dict, _t, warnings: list[str]) -> list[dict]:
     out = []
     if any("setmaxnreg" in w and "ignored" in w for w in warnings):
-        out.append({"kind": "setmaxnreg", "text": "setmaxnreg ignored by ptxas: give __launch_bounds__(threads, 1)"})
+        out.append(
+            {"kind": "setmaxnreg", "text": "setmaxnreg ignored by ptxas: give __launch_bounds__(threads, 1)"}
+        )
     if r["resources"]["cluster_dims"]:
         dims = "x".join(map(str, r["resources"]["cluster_dims"]))
-        out.append({"kind": "cluster", "text": f"cluster {dims}: CTAs/SM is an upper bound (clusters need the GPC "
-                                               f"layout, known only on a device)"})
+        out.append(
+            {
+                "kind": "cluster",
+                "text": f"cluster {dims}: CTAs/SM is an upper bound (clusters need the GPC "
+                f"layout, known only on a device)",
+            }
+        )
     if r["occupancy"]["block_source"] == "assumed":
-        out.append({"kind": "block", "text": f"block size not in the cubin: assumed {r['occupancy']['block_threads']} "
-                                             f"threads (give --block)"})
+        out.append(
+            {
+                "kind": "block",
+                "text": f"block size not in the cubin: assumed {r['occupancy']['block_threads']} "
+                f"threads (give --block)",
+            }
+        )
     return out

@@ -24,7 +24,15 @@ _A_FORMATS = {  # kind -> A/B format code -> dtype key
     "UTCIMMA": {0: "int8", 1: "int8"},
     "UTCOMMA": {1: "fp4", 5: "fp4"},
 }
-_K_BITS = {"fp16": 16, "bf16": 16, "tf32": 32, "fp8": 8, "fp6": 8, "fp4": 4, "int8": 8}  # bits per element, as K
+_K_BITS = {
+    "fp16": 16,
+    "bf16": 16,
+    "tf32": 32,
+    "fp8": 8,
+    "fp6": 8,
+    "fp4": 4,
+    "int8": 8,
+}  # bits per element, as K
 _D_FORMATS = {0: "f16", 1: "f32", 2: "s32"}
 
 
@@ -55,7 +63,7 @@ def find(instructions: list[Instruction], index: int) -> Descriptor | None:
     if not m:
         return None
     reg = m.group(1)
-    for prev in reversed(instructions[max(0, index - 64):index]):
+    for prev in reversed(instructions[max(0, index - 64) : index]):
         if not prev.operands.startswith(reg + ","):  # the destination is the first operand
             continue
         um = _UMOV_RE.match(prev.operands)

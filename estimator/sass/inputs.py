@@ -67,8 +67,11 @@ def _cubin(p: Path, sm: str) -> Module:
 
 def _compile_cu(p: Path, sm: str, work: Path, nvcc_args: tuple[str, ...]) -> Module:
     out = work / f"{p.stem}.{sm}.cubin"
-    proc = tools.run("nvcc", ["-cubin", f"-arch={sm}", "-O3", "-Xptxas", "-v", *nvcc_args, "-o", str(out), str(p)],
-                     what=str(p))
+    proc = tools.run(
+        "nvcc",
+        ["-cubin", f"-arch={sm}", "-O3", "-Xptxas", "-v", *nvcc_args, "-o", str(out), str(p)],
+        what=str(p),
+    )
     return Module(out, "cu", *_ptxas_log(proc.stderr))
 
 

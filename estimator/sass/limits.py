@@ -17,9 +17,19 @@ import yaml
 from estimator.errors import UserError
 
 _SM_RE = re.compile(r"^sm_(\d+)([af]?)$")
-_SCALARS = ("threads_per_sm", "ctas_per_sm", "regs_per_sm", "regs_per_thread_max", "reg_alloc_unit_per_warp",
-            "sub_partitions", "smem_bytes_per_sm", "smem_bytes_per_block_optin", "smem_reserved_bytes_per_block",
-            "smem_alloc_unit_bytes", "barrier_factor")
+_SCALARS = (
+    "threads_per_sm",
+    "ctas_per_sm",
+    "regs_per_sm",
+    "regs_per_thread_max",
+    "reg_alloc_unit_per_warp",
+    "sub_partitions",
+    "smem_bytes_per_sm",
+    "smem_bytes_per_block_optin",
+    "smem_reserved_bytes_per_block",
+    "smem_alloc_unit_bytes",
+    "barrier_factor",
+)
 _OPTIONAL = ("tmem_columns_per_sm", "mma_sync_dense_flops_per_clk_per_sm")
 
 
@@ -76,8 +86,12 @@ def load_sm(name: str) -> SmLimits:
         if not isinstance(fig, dict) or "value" not in fig or not fig.get("source"):
             raise UserError(f"hwdesc/sm/{path.name}: {key}: needs {{value, source}}")
         values[key] = tuple(fig["value"]) if key == "smem_carveout_kb" else int(fig["value"])
-    return SmLimits(name=raw["name"], compute_capability=str(raw["compute_capability"]),
-                    compile_target=str(raw["compile_target"]), **values)
+    return SmLimits(
+        name=raw["name"],
+        compute_capability=str(raw["compute_capability"]),
+        compile_target=str(raw["compile_target"]),
+        **values,
+    )
 
 
 def sm_for_cc(cc: str) -> str:

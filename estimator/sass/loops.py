@@ -56,20 +56,24 @@ def analyse(fn: Function) -> list[dict]:
     blocks = cfg.build(fn)
     loops = cfg.natural_loops(blocks)
     bodies = [[i for b in sorted(lp.body) for i in blocks[b].instructions] for lp in loops]
-    kinds = [_kind(lp, blocks, body) for lp, body in zip(loops, bodies)]
+    kinds = [_kind(lp, blocks, body) for lp, body in zip(loops, bodies, strict=False)]
 
     def has_trip_inside(i: int) -> bool:
         return any(kinds[c] == "trip" or has_trip_inside(c) for c in loops[i].children)
 
     out = []
-    for i, (lp, body) in enumerate(zip(loops, bodies)):
+    for i, (lp, body) in enumerate(zip(loops, bodies, strict=False)):
         offsets = [ins.offset for ins in body]
-        out.append({
-            "header": f"0x{blocks[lp.header].start:04x}",
-            "start": f"0x{min(offsets):04x}", "end": f"0x{max(offsets):04x}",
-            "depth": lp.depth, "kind": kinds[i],
-            "hot": kinds[i] == "trip" and not has_trip_inside(i),
-            "parent": None if lp.parent is None else f"0x{blocks[loops[lp.parent].header].start:04x}",
-            **summarize(body),
-        })
+        out.append(
+            {
+                "header": f"0x{blocks[lp.header].start:04x}",
+                "start": f"0x{min(offsets):04x}",
+                "end": f"0x{max(offsets):04x}",
+                "depth": lp.depth,
+                "kind": kinds[i],
+                "hot": kinds[i] == "trip" and not has_trip_inside(i),
+                "parent": None if lp.parent is None else f"0x{blocks[loops[lp.parent].header].start:04x}",
+                **summarize(body),
+            }
+        )
     return out

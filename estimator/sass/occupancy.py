@@ -43,8 +43,15 @@ class Occupancy:
     regs_per_cta: int = 0
 
 
-def occupancy(lim: SmLimits, threads: int, regs: int, static_smem: int = 0, dynamic_smem: int = 0,
-              barriers: int = 0, tmem_columns: int | None = None) -> Occupancy:
+def occupancy(
+    lim: SmLimits,
+    threads: int,
+    regs: int,
+    static_smem: int = 0,
+    dynamic_smem: int = 0,
+    barriers: int = 0,
+    tmem_columns: int | None = None,
+) -> Occupancy:
     """CTAs per SM of a kernel with `threads` per block and `regs` per thread on the SM of `lim`."""
     if threads < 1 or threads > 1024:
         raise UserError(f"block size must be 1..1024 threads, got {threads}")
@@ -52,7 +59,10 @@ def occupancy(lim: SmLimits, threads: int, regs: int, static_smem: int = 0, dyna
     limits: dict[str, int] = {}
     regs_per_warp = _roundup(max(regs, 1) * 32, lim.reg_alloc_unit_per_warp)
     per_partition = lim.regs_per_sm // lim.sub_partitions
-    if regs > lim.regs_per_thread_max or regs_per_warp * _roundup(warps, lim.sub_partitions) > lim.regs_per_sm:
+    if (
+        regs > lim.regs_per_thread_max
+        or regs_per_warp * _roundup(warps, lim.sub_partitions) > lim.regs_per_sm
+    ):
         limits["registers"] = 0
     else:
         limits["registers"] = (per_partition // regs_per_warp) * lim.sub_partitions // warps
@@ -71,8 +81,15 @@ def occupancy(lim: SmLimits, threads: int, regs: int, static_smem: int = 0, dyna
     # Name the tightest resource; among ties prefer the one a kernel author controls.
     order = ("registers", "shared_memory", "tmem", "barriers", "warps", "ctas")
     limiter = min((k for k in order if k in limits), key=lambda k: (limits[k], order.index(k)))
-    return Occupancy(ctas_per_sm=ctas, warps_per_sm=ctas * warps, occupancy=ctas * warps / lim.warps_per_sm,
-                     limiter=limiter, limits=limits, smem_per_cta_bytes=smem, regs_per_cta=regs_per_warp * warps)
+    return Occupancy(
+        ctas_per_sm=ctas,
+        warps_per_sm=ctas * warps,
+        occupancy=ctas * warps / lim.warps_per_sm,
+        limiter=limiter,
+        limits=limits,
+        smem_per_cta_bytes=smem,
+        regs_per_cta=regs_per_warp * warps,
+    )
 
 
 def max_regs_for(lim: SmLimits, threads: int, ctas: int) -> int:

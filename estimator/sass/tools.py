@@ -18,8 +18,8 @@ from estimator.errors import UserError
 
 TIMEOUT_S = 120.0
 _HOWTO = {
-    "nvcc": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) and put nvcc on PATH or set CUDA_HOME",
-    "ptxas": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`) and put ptxas on PATH or set CUDA_HOME",
+    "nvcc": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`); put nvcc on PATH or set CUDA_HOME",
+    "ptxas": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`); put ptxas on PATH or CUDA_HOME",
     "cuobjdump": "pip install nvidia-cuda-cuobjdump",
     "nvdisasm": "pip install nvidia-cuda-nvdisasm",
 }
@@ -63,8 +63,9 @@ def available(tool: str) -> bool:
     return True
 
 
-def run(tool: str, args: list[str], timeout_s: float = TIMEOUT_S, what: str = "",
-        cwd=None) -> subprocess.CompletedProcess:
+def run(
+    tool: str, args: list[str], timeout_s: float = TIMEOUT_S, what: str = "", cwd=None
+) -> subprocess.CompletedProcess:
     """Runs `tool args`; a non-zero exit becomes UserError with the tool's first error line."""
     exe = find(tool)
     try:
@@ -72,7 +73,9 @@ def run(tool: str, args: list[str], timeout_s: float = TIMEOUT_S, what: str = ""
     except subprocess.TimeoutExpired:
         raise UserError(f"{tool} timed out after {timeout_s:g} s{' on ' + what if what else ''}") from None
     if proc.returncode != 0:
-        raise UserError(f"{tool} failed{' on ' + what if what else ''}: {first_error(proc.stderr or proc.stdout)}")
+        raise UserError(
+            f"{tool} failed{' on ' + what if what else ''}: {first_error(proc.stderr or proc.stdout)}"
+        )
     return proc
 
 
