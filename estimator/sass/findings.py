@@ -86,7 +86,7 @@ def _spills(r: dict, _t, _w) -> list[dict]:
             f"({res['spill_source']}); {res['spill_instructions']} spill instructions"
         )
         for lp in hot:
-            text += f"; {lp['spill_bytes']} B spilled in the loop at {lp['header']}"
+            text += f"; {lp['spill_bytes']} B of spill traffic per iteration of the loop at {lp['header']}"
             text += f" ({lp['spill_instructions']} LDL/STL)"
         out.append(
             {
@@ -155,7 +155,11 @@ def _loops(r: dict, _t, _w) -> list[dict]:
 
 def _knobs(r: dict, _t, warnings: list[str]) -> list[dict]:
     out = []
-    if any("setmaxnreg" in w and "ignored" in w for w in warnings):
+    # NB: ptxas prints C7508 before naming a kernel; it can only concern a kernel without launch bounds
+    # (register count unknown at entry) and without EIATTR_REG_RECONFIG (setmaxnreg kept).
+    res = r["resources"]
+    dropped = any("setmaxnreg" in w and "ignored" in w for w in warnings)
+    if dropped and not res["setmaxnreg"] and not res["launch_bounds_threads"]:
         out.append(
             {"kind": "setmaxnreg", "text": "setmaxnreg ignored by ptxas: give __launch_bounds__(threads, 1)"}
         )

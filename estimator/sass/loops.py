@@ -37,6 +37,7 @@ def summarize(instructions: list[Instruction]) -> dict:
         "tensor": dict(Counter(i.opcode for i in instructions if mix.class_of(i.opcode) == "tensor")),
         "sfu": dict(Counter(i.opcode for i in instructions if i.base == "MUFU")),
         "tma": dict(Counter(i.opcode for i in instructions if i.base in ("UTMALDG", "UTMASTG"))),
+        "opcodes": dict(sorted(Counter(i.base for i in instructions).items())),
         "spill_instructions": sum(i.spill for i in instructions),
         "spill_bytes": sum(access_bytes(i) for i in instructions if i.spill),
         "stall_cycles": sum(i.stall for i in instructions),

@@ -25,10 +25,12 @@ extern "C" __global__ void __launch_bounds__(256, 8) pressure_lb(const float* __
     y[threadIdx.x] = s;
 }
 
-// smem_exp: 4096 B of static shared memory, a block barrier and one exp2 per element (MUFU.EX2).
+// smem_exp: 4096 B of static shared memory; per (not unrolled) iteration one LDG, one STS, one LDS, two
+// __syncthreads (BAR.SYNC) and one exp2f (MUFU.EX2).
 extern "C" __global__ void smem_exp(const float* __restrict__ x, float* __restrict__ y, int n) {
     __shared__ float tile[1024];
     float acc = 0.f;
+#pragma unroll 1
     for (int i = 0; i < n; ++i) {
         tile[threadIdx.x] = x[i * blockDim.x + threadIdx.x];
         __syncthreads();
@@ -36,4 +38,12 @@ extern "C" __global__ void smem_exp(const float* __restrict__ x, float* __restri
         __syncthreads();
     }
     y[threadIdx.x] = acc;
+}
+
+// local_array: a dynamically indexed local array lives on the stack (LDL/STL) without being a spill.
+extern "C" __global__ void local_array(const int* __restrict__ idx, float* __restrict__ y) {
+    float v[32];
+#pragma unroll
+    for (int j = 0; j < 32; ++j) v[j] = j * 0.5f;
+    y[threadIdx.x] = v[idx[threadIdx.x] & 31];
 }

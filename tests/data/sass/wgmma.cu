@@ -73,3 +73,25 @@ wgmma_tma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUt
         asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     }
 }
+
+// ws_knobs: warp-specialization knobs: setmaxnreg (kept by ptxas thanks to __launch_bounds__(384, 1): REG becomes
+// 65536 / 384 = 170 rounded down to 8 = 168) and a 2x1x1 cluster.
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(384, 1) ws_knobs(float* d) {
+    if (threadIdx.x < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    }
+    asm volatile("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;");
+    d[threadIdx.x] = 1.f;
+}
+
+// ws_nolb: the same setmaxnreg without launch bounds: ptxas drops it (warning C7508).
+extern "C" __global__ void ws_nolb(float* d) {
+    if (threadIdx.x < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    }
+    d[threadIdx.x] = 1.f;
+}
