@@ -2,7 +2,9 @@
 instruction counts against a hand count from each kernel's source, spills, TMA / TMEM, findings."""
 
 import pytest
-from sassutil import analysed, cubins, finding, hot_loops, kernel, needs_cuda_tools  # noqa: F401 (fixtures)
+from sassutil import finding, hot_loops, kernel, needs_cuda_tools
+
+pytest_plugins = ("sassfixtures",)  # the session fixtures `analysed` and `cubins`
 
 pytestmark = needs_cuda_tools
 
@@ -60,8 +62,8 @@ def test_mma_sync_bf16(analysed, arch):
     k = kernel(analysed("mma_sync", arch), "mma_bf16")
     assert k["tensor"]["family"] == "mma.sync"
     (op,) = k["tensor"]["ops"]
-    assert (op["opcode"], op["dtype"], op["accumulator"], op["shape"]) == ("HMMA.16816.F32.BF16", "bf16", "f32",
-                                                                           [16, 8, 16])
+    assert (op["opcode"], op["dtype"], op["accumulator"], op["shape"]) == (
+        "HMMA.16816.F32.BF16", "bf16", "f32", [16, 8, 16])
     (loop,) = hot_loops(k)
     assert loop["tensor"] == {"HMMA.16816.F32.BF16": 1}  # one mma.sync per (not unrolled) k-step
 

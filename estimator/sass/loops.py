@@ -4,7 +4,8 @@ Counting rule: a loop's counts cover every instruction of its body blocks once (
 once, i.e. "per iteration of this loop, if each inner loop ran once"). Loops are tagged:
 - `lane_serialization`: a back edge is `BRA.U.ANY` / `BRA.ANY` (an `ELECT` loop re-issuing an async op once
   per distinct active lane; not a trip loop: one execution per CTA-level issue);
-- `spin_wait`: <= 8 instructions polling an mbarrier / TMEM allocator (TRYWAIT, NANOSLEEP, UTCATOMSWS);
+- `spin_wait`: an innermost loop of <= 8 instructions polling an mbarrier / the TMEM allocator
+  (TRYWAIT, NANOSLEEP, UTCATOMSWS);
 - `trip`: everything else. A `hot` loop is a trip loop with no trip loop inside: the kernel's main loop(s).
 Stall cycles are the sum of the control codes' stall counts: a single-warp issue bound, not throughput.
 """
@@ -47,7 +48,7 @@ def summarize(instructions: list[Instruction]) -> dict:
 def _kind(loop: cfg.Loop, blocks: list[cfg.Block], body: list[Instruction]) -> str:
     if any(".ANY" in blocks[b].instructions[-1].opcode for b in loop.latches):
         return "lane_serialization"
-    if len(body) <= 8 and any(any(s in i.opcode for s in _SPIN) for i in body):
+    if not loop.children and len(body) <= 8 and any(any(s in i.opcode for s in _SPIN) for i in body):
         return "spin_wait"
     return "trip"
 
