@@ -10,7 +10,6 @@ import json
 import sys
 import traceback
 
-from estimator.dtypes import PRECISIONS
 from estimator.errors import UserError
 
 EPILOG = """\
@@ -50,6 +49,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from estimator.dtypes import PRECISIONS  # imports sympy and onnx: not on the `estimate sass` path
+
     p = _Parser(prog="estimate", description="Latency bound and estimate of an ONNX model on an NVIDIA GPU.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")

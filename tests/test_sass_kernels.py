@@ -160,3 +160,27 @@ def test_block_and_dynamic_smem_change_occupancy(analysed):
     # smem roundup(40960 + 1024, 128) = 41984 -> 102400 // 41984 = 2
     assert occ["limits"]["registers"] == 8 and occ["limits"]["warps"] == 6
     assert (occ["ctas_per_sm"], occ["limiter"], occ["block_source"]) == (2, "shared_memory", "--block")
+
+
+@pytest.mark.parametrize("arch,fast,fraction", [
+    # 2048 FLOP/clk/SM (hwdesc/sm) x 132 SMs x 1.98 GHz / 989.4 TFLOP/s (h100-sxm.yaml dense bf16)
+    ("h100-sxm", "wgmma", 2048 * 132 * 1.98e9 / 989.4e12),
+    # the same rate x b200.yaml's 148 SMs x its clock_hz / its dense bf16 peak
+    ("b200", "tcgen05", None),
+])
+def test_readme_gemm_example(analysed, arch, fast, fraction):
+    import hwdesc
+
+    k = kernel(analysed("gemm_bf16", arch), "gemm_bf16_tn")
+    (loop,) = hot_loops(k)
+    ops = loop["opcodes"]
+    # per k-tile (tests/data/sass/gemm_bf16.cu header): 4 x 8 x 2 = 64 HMMA, (4 + 4) x 2 = 16 LDSM,
+    # 4 + 4 = 8 LDGSTS
+    assert (ops["HMMA"], ops["LDSM"], ops["LDGSTS"]) == (64, 16, 8)
+    assert k["resources"]["static_smem_bytes"] == 2 * (128 + 128) * 32 * 2
+    f = finding(k, "tensor_path")
+    if fraction is None:
+        hw = hwdesc.load(arch)
+        fraction = 2048 * hw.sm_count * hw.clock_hz / hw.tensor_flops_per_s["bf16"]
+    assert f["fast_path"] == fast and f["max_fraction_of_peak"] == pytest.approx(fraction, abs=1e-3)
+    assert k["occupancy"]["limiter"] == "registers"
