@@ -29,7 +29,8 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = ["estimator.sweep_mode", "estimator.validate_mode", "estimator.torch_mode"]
+MODES: list[str] = ["estimator.sweep_mode", "estimator.validate_mode", "estimator.torch_mode",
+                    "estimator.sass.mode"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
@@ -200,6 +201,9 @@ def run(argv: list[str] | None) -> int:
 
     hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
     graph, dims = load_graph(args, dims)
+    from estimator.sass.mode import kernel_sass
+
+    compiled = kernel_sass(args, hw)  # --kernel-sass NODE=FILE: compiled kernels for the tile model
     if args.compare_fusion:
         if args.symbolic:
             raise UsageError("--compare-fusion prints numbers; drop --symbolic")
@@ -207,14 +211,15 @@ def run(argv: list[str] | None) -> int:
 
         results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name),
                                   strict=args.strict, verify_each=args.verify_each, tiling=not args.roofline,
-                                  warm_inputs=args.warm_inputs)
+                                  warm_inputs=args.warm_inputs, kernel_sass=compiled)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
               else fusion_report.compare_table(results))
         return 0
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs)
+                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
+                      kernel_sass=compiled)
     if args.json:
         print(json.dumps(to_json(result), indent=1))
     elif args.symbolic:
