@@ -115,7 +115,8 @@ def test_json_object(capsys):
 
 @needs_cuda_tools
 def test_text_report(capsys):
-    code, out, _ = cli(capsys, "sass", str(DATA / "mma_sync.cu"), "--arch", "h100-sxm", "--kernel", "mma_bf16")
+    code, out, _ = cli(capsys, "sass", str(DATA / "mma_sync.cu"), "--arch", "h100-sxm", "--kernel",
+                       "mma_bf16")
     assert code == 0
     assert "kernel mma_bf16" in out and "tensor: mma.sync; 1 x HMMA.16816.F32.BF16" in out
     assert "expect at most ~54% of the h100-sxm bf16 peak" in out

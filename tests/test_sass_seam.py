@@ -4,7 +4,6 @@ from dataclasses import replace
 
 import pytest
 from cliutil import assert_one_error_line, cli
-from onnxutil import matmul_model
 from sassutil import DATA, needs_cuda_tools
 
 import hwdesc
@@ -12,6 +11,7 @@ from estimator.errors import UserError
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.sass.seam import SassPlan, check_priced, for_kernel
+from onnxutil import matmul_model
 
 pytest_plugins = ("sassfixtures",)  # the session fixture `analysed`
 
@@ -26,7 +26,8 @@ def _mm(kernel_sass=None, tiling=True):
 def test_neutral_plan_changes_nothing_but_the_label():
     base = _mm().kernels[0]
     # the menu's own assumptions: the descriptor's dense bf16 peak, and no cap below any tile's CTAs/SM
-    same = SassPlan("k.cubin", "k", ctas_per_sm=32, peak_flops_per_s=H100.tensor_flops_per_s["bf16"], path="x")
+    same = SassPlan("k.cubin", "k", ctas_per_sm=32, peak_flops_per_s=H100.tensor_flops_per_s["bf16"],
+                    path="x")
     k = _mm({"mm": same}).kernels[0]
     assert k.timing.estimate_s == base.timing.estimate_s and k.kernel.tile.tile == base.kernel.tile.tile
     assert (k.kernel.tile.sass, base.kernel.tile.sass) == ("k.cubin#k", None)
