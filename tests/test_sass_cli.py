@@ -102,7 +102,8 @@ def test_ptx_input(capsys, tmp_path):
 
 @needs_cuda_tools
 def test_json_object(capsys):
-    code, out, _ = cli(capsys, "sass", str(DATA / "tcgen05.cu"), "--arch", "b200", "--json")
+    code, out, _ = cli(capsys, "sass", str(DATA / "tcgen05.cu"), "--arch", "b200", "--kernel", "tc05_mma",
+                       "--json")
     result = json.loads(out)
     assert code == 0
     assert set(result) == {"file", "arch", "sm", "gpu", "source_kind", "ptxas_warnings", "kernels"}
@@ -120,3 +121,27 @@ def test_text_report(capsys):
     assert code == 0
     assert "kernel mma_bf16" in out and "tensor: mma.sync; 1 x HMMA.16816.F32.BF16" in out
     assert "expect at most ~54% of the h100-sxm bf16 peak" in out
+
+
+@needs_cuda_tools
+def test_host_executable(capsys, tmp_path):
+    src = tmp_path / "app.cu"
+    src.write_text('extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= 2.f; }\n'
+                   "int main() { scale<<<1, 32>>>(nullptr); return 0; }\n")
+    exe = tmp_path / "app"
+    subprocess.run([tools.find("nvcc"), "-arch=sm_90a", "-o", str(exe), str(src)], check=True,
+                   capture_output=True, timeout=300)
+    code, out, _ = cli(capsys, "sass", str(exe), "--arch", "h100-sxm", "--json")
+    result = json.loads(out)
+    assert code == 0 and result["source_kind"] == "fatbin"
+    assert [k["name"] for k in result["kernels"]] == ["scale"]  # the empty companion cubin is skipped
+
+
+@needs_cuda_tools
+def test_fatbin_with_ptx_only_is_assembled(capsys, tmp_path):
+    out = tmp_path / "ptxonly.fatbin"
+    subprocess.run([tools.find("nvcc"), "-fatbin", "-gencode", "arch=compute_90a,code=compute_90a", "-o",
+                    str(out), str(DATA / "mma_sync.cu")], check=True, capture_output=True, timeout=300)
+    code, text, _ = cli(capsys, "sass", str(out), "--arch", "h100-sxm", "--kernel", "mma_bf16", "--json")
+    (k,) = json.loads(text)["kernels"]
+    assert code == 0 and k["tensor"]["ops"][0]["opcode"] == "HMMA.16816.F32.BF16"

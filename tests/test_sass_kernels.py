@@ -184,3 +184,16 @@ def test_readme_gemm_example(analysed, arch, fast, fraction):
         fraction = 2048 * hw.sm_count * hw.clock_hz / hw.tensor_flops_per_s["bf16"]
     assert f["fast_path"] == fast and f["max_fraction_of_peak"] == pytest.approx(fraction, abs=1e-3)
     assert k["occupancy"]["limiter"] == "registers"
+
+
+def test_tcgen05_cta_pair_fp8(analysed):
+    k = kernel(analysed("tcgen05", "b200"), "tc05_pair_fp8")
+    (op,) = k["tensor"]["ops"]
+    # idesc = (1<<4 D f32) | (A, B format 0 = e4m3) | (128>>3 << 17) | (256>>4 << 24); K = 256 bits / 8 = 32
+    assert (op["opcode"], op["dtype"], op["shape"], op["cta_group"]) == ("UTCQMMA.2CTA", "fp8", [256, 128, 32], 2)
+    (loop,) = hot_loops(k)
+    assert loop["tensor"] == {"UTCQMMA.2CTA": 2}  # 2 k32 steps per 64-byte k-tile
+    assert k["features"]["tcgen05_cta_group"] == 2 and k["resources"]["cluster_dims"] == [2, 1, 1]
+    occ = k["occupancy"]
+    assert (occ["tmem_columns"], occ["limits"]["tmem"], occ["upper_bound"]) == (256, 512 // 256, True)
+    assert "2-CTA" in finding(k, "tensor_path")["text"]

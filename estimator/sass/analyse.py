@@ -37,23 +37,23 @@ def analyse_file(
         if target is None:
             target = _target_of_cubin(path)
         module = inputs.load(path, target.sm, work, nvcc_args)
-        info = elf.read(module.cubin.read_bytes(), str(module.cubin))
-        listing = disasm.disassemble(str(module.cubin))
-    names = list(info.kernels)
-    if kernel is not None:
-        if kernel not in info.kernels:
+        infos = [(cubin, elf.read(cubin.read_bytes(), str(cubin))) for cubin in module.cubins]
+        names = [n for _, info in infos for n in info.kernels]
+        if kernel is not None and kernel not in names:
             raise UserError(f"{path}: no kernel {kernel!r} (kernels: {', '.join(names) or 'none'})")
-        names = [kernel]
-    kernels = [
-        _kernel(
-            info.kernels[n], info, listing.functions.get(n), module, target, block, dynamic_smem, tmem_columns
-        )
-        for n in names
-    ]
+        kernels, sm = [], ""
+        for cubin, info in infos:
+            wanted = [n for n in info.kernels if kernel is None or n == kernel]
+            if not wanted:
+                continue  # an executable's empty or unrelated cubin: not disassembled
+            listing = disasm.disassemble(str(cubin))  # once per cubin: its start-up dominates
+            sm = sm or listing.sm
+            kernels += [_kernel(info.kernels[n], info, listing.functions.get(n), module, target, block,
+                                dynamic_smem, tmem_columns) for n in wanted]
     return {
         "file": path,
         "arch": target.label,
-        "sm": listing.sm or target.sm,
+        "sm": sm or target.sm,
         "gpu": target.hw.name if target.hw is not None else None,
         "source_kind": module.source_kind,
         "ptxas_warnings": module.ptxas_warnings,
@@ -228,7 +228,7 @@ def _tmem_alloc_columns(instructions: list[disasm.Instruction]) -> int | None:
     seen in the probes of tests/data/sass/tcgen05.cu.
     """
     for idx, ins in enumerate(instructions):
-        if not ins.opcode.startswith("UTCATOMSWS.FIND_AND_SET"):
+        if ins.base != "UTCATOMSWS" or "FIND_AND_SET" not in ins.opcode:
             continue
         reg = ins.operands.split(",")[-1].strip()
         for prev in reversed(instructions[max(0, idx - 16) : idx]):

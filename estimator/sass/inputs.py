@@ -1,10 +1,11 @@
-"""Turning what the user gave (.cu, .ptx, .cubin, fatbin, executable / .so) into one cubin for the SM.
+"""Turning what the user gave (.cu, .ptx, .cubin, fatbin, executable / .so) into the cubin(s) for the SM.
 
 - `.cu`: `nvcc -cubin -arch=<sm> -O3 -Xptxas -v` (the ptxas log gives spill bytes per kernel);
 - PTX (text with `.version` / `.target`): `ptxas -arch=<sm> -v`;
 - a cubin (CUDA ELF): used as is, when its SM runs on the target;
-- a fatbin or a host ELF: `cuobjdump -lelf` lists the embedded cubins, `-xelf` extracts the one that runs on
-  the target; failing that, PTX that the driver would JIT for the target is extracted and ptxas'd.
+- a fatbin or a host ELF: `cuobjdump -lelf` lists the embedded cubins, `-xelf` extracts those that run on
+  the target (an executable holds one per translation unit); failing that, PTX that the driver would JIT
+  for the target is extracted and ptxas'd.
 """
 
 from __future__ import annotations
@@ -30,10 +31,15 @@ _PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 class Module:
     """One cubin ready for analysis, with how it was obtained."""
 
-    cubin: Path
+    cubin: Path  # the first (or only) cubin
     source_kind: str  # cu | ptx | cubin | fatbin
     ptxas_spills: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (store B, load B)
     ptxas_warnings: list[str] = field(default_factory=list)
+    more_cubins: list[Path] = field(default_factory=list)  # the other cubins of a fatbin / executable
+
+    @property
+    def cubins(self) -> list[Path]:
+        return [self.cubin, *self.more_cubins]
 
 
 def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = ()) -> Module:
@@ -89,10 +95,10 @@ def _from_fatbin(p: Path, sm: str, work: Path) -> Module:
     have: dict[str, list] = {"ELF": [], "PTX": []}
     for kind, name in entries:
         have[kind].append((name, _SM_IN_NAME.search(name)))
-    for name, m in have["ELF"]:
-        if m and runs_on(m.group(1), sm):
-            tools.run("cuobjdump", ["-xelf", name, str(p.resolve())], what=str(p), cwd=work)
-            return Module(work / name, "fatbin")
+    runnable = [name for name, m in have["ELF"] if m and runs_on(m.group(1), sm)]
+    if runnable:
+        tools.run("cuobjdump", ["-xelf", ",".join(runnable), str(p.resolve())], what=str(p), cwd=work)
+        return Module(work / runnable[0], "fatbin", more_cubins=[work / n for n in runnable[1:]])
     for name, m in have["PTX"]:
         if m and runs_on(m.group(1), sm):
             tools.run("cuobjdump", ["-xptx", name, str(p.resolve())], what=str(p), cwd=work)

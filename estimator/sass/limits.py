@@ -65,7 +65,9 @@ class SmLimits:
 
 
 def sm_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "hwdesc" / "sm"
+    from hwdesc.loader import bundled_dir
+
+    return bundled_dir() / "sm"
 
 
 @functools.lru_cache(maxsize=None)

@@ -52,3 +52,47 @@ extern "C" __global__ void __launch_bounds__(128, 1) tc05_mma(float* __restrict_
     __syncthreads();
     if (threadIdx.x < 32) asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, 128;" :: "r"(tmem));
 }
+
+// tc05_pair_fp8: the CTA-pair form (cta_group::2, launched as a 2x1x1 cluster): per k-tile 2 x tcgen05.mma
+// kind::f8f6f4 (e4m3 x e4m3 -> f32, M = 256 across the pair, N = 128) and one multicast commit.
+#define IDESC_E4M3_M256_N128 ((1u << 4) | ((128u >> 3) << 17) | ((256u >> 4) << 24))
+
+extern "C" __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(128, 1) tc05_pair_fp8(float* __restrict__ d, int k_tiles) {
+    __shared__ alignas(1024) uint8_t sa[128 * 128];
+    __shared__ alignas(1024) uint8_t sb[64 * 128];
+    __shared__ alignas(8) uint64_t bar;
+    __shared__ uint32_t tmem_slot;
+    if (threadIdx.x < 32) {
+        asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], 256;" :: "r"(smem_addr(&tmem_slot)));
+        asm volatile("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;");
+    }
+    if (threadIdx.x == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_addr(&bar)));
+    __syncthreads();
+    uint32_t tmem = tmem_slot;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; ++kt) {
+        if (threadIdx.x == 0) {
+#pragma unroll
+            for (int kk = 0; kk < 2; ++kk) {
+                uint64_t da = (uint64_t(smem_addr(sa + kk * 32)) >> 4) | (uint64_t(64) << 32) | (uint64_t(1) << 46);
+                uint64_t db = (uint64_t(smem_addr(sb + kk * 32)) >> 4) | (uint64_t(64) << 32) | (uint64_t(1) << 46);
+                asm volatile("{ .reg .pred p; setp.ne.b32 p, %4, 0;\n"
+                             "tcgen05.mma.cta_group::2.kind::f8f6f4 [%0], %1, %2, %3, p; }"
+                             :: "r"(tmem), "l"(da), "l"(db), "r"(IDESC_E4M3_M256_N128), "r"(kt | kk));
+            }
+            asm volatile("tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%0], %1;"
+                         :: "r"(smem_addr(&bar)), "h"((uint16_t)3) : "memory");
+        }
+        uint32_t done = 0;
+        while (!done) {
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done) : "r"(smem_addr(&bar)), "r"(kt & 1) : "memory");
+        }
+    }
+    uint32_t r0;
+    asm volatile("tcgen05.ld.sync.aligned.32x32b.x1.b32 {%0}, [%1];" : "=r"(r0) : "r"(tmem + ((threadIdx.x & 96u) << 16)));
+    asm volatile("tcgen05.wait::ld.sync.aligned;" ::: "memory");
+    d[blockIdx.x * 128 + threadIdx.x] = __uint_as_float(r0);
+    __syncthreads();
+    if (threadIdx.x < 32) asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, 256;" :: "r"(tmem));
+}
