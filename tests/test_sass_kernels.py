@@ -190,7 +190,8 @@ def test_tcgen05_cta_pair_fp8(analysed):
     k = kernel(analysed("tcgen05", "b200"), "tc05_pair_fp8")
     (op,) = k["tensor"]["ops"]
     # idesc = (1<<4 D f32) | (A, B format 0 = e4m3) | (128>>3 << 17) | (256>>4 << 24); K = 256 bits / 8 = 32
-    assert (op["opcode"], op["dtype"], op["shape"], op["cta_group"]) == ("UTCQMMA.2CTA", "fp8", [256, 128, 32], 2)
+    assert (op["opcode"], op["dtype"], op["shape"], op["cta_group"]) == (
+        "UTCQMMA.2CTA", "fp8", [256, 128, 32], 2)
     (loop,) = hot_loops(k)
     assert loop["tensor"] == {"UTCQMMA.2CTA": 2}  # 2 k32 steps per 64-byte k-tile
     assert k["features"]["tcgen05_cta_group"] == 2 and k["resources"]["cluster_dims"] == [2, 1, 1]
