@@ -140,7 +140,8 @@ def _loops(r: dict, _t, _w) -> list[dict]:
         if not lp["hot"]:
             continue
         parts = [f"{n} x {op}" for op, n in {**lp["tensor"], **lp["sfu"], **lp["tma"]}.items()]
-        what = ", ".join(parts) if parts else "no tensor, MUFU or TMA instructions"
+        parts += [f"{lp['opcodes'][op]} x {op}" for op in ("LDGSTS", "LDSM", "LDTM") if op in lp["opcodes"]]
+        what = ", ".join(parts) if parts else "no tensor, MUFU, TMA or async-copy instructions"
         out.append(
             {
                 "kind": "loop",
