@@ -145,3 +145,12 @@ def test_fatbin_with_ptx_only_is_assembled(capsys, tmp_path):
     code, text, _ = cli(capsys, "sass", str(out), "--arch", "h100-sxm", "--kernel", "mma_bf16", "--json")
     (k,) = json.loads(text)["kernels"]
     assert code == 0 and k["tensor"]["ops"][0]["opcode"] == "HMMA.16816.F32.BF16"
+
+
+@needs_cuda_tools
+def test_arch_specific_cubin_runs_only_on_its_sm(capsys, cubins):
+    path, _ = cubins("tcgen05", "sm_100a")  # the ELF says sm_100; nvdisasm's `.target` says sm_100a
+    code, _, err = cli(capsys, "sass", str(path), "--arch", "b300")
+    assert_one_error_line(code, err, "the cubin is for sm_100a, which does not run on sm_103a")
+    code, out, _ = cli(capsys, "sass", str(path), "--arch", "b200", "--kernel", "tc05_mma", "--json")
+    assert code == 0 and json.loads(out)["sm"] == "sm_100a"

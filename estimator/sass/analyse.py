@@ -11,7 +11,7 @@ from collections import Counter
 
 from estimator.errors import UserError
 from estimator.sass import disasm, elf, findings, idesc, inputs, loops, mix
-from estimator.sass.limits import Target, resolve
+from estimator.sass.limits import Target, resolve, runs_on
 from estimator.sass.occupancy import occupancy
 
 DEFAULT_ARCH = "h100-sxm"  # as `estimate MODEL`
@@ -47,6 +47,10 @@ def analyse_file(
             if not wanted:
                 continue  # an executable's empty or unrelated cubin: not disassembled
             listing = disasm.disassemble(str(cubin))  # once per cubin: its start-up dominates
+            if module.source_kind == "cubin" and listing.sm and not runs_on(listing.sm, target.sm):
+                # the ELF flags cannot tell sm_100 from sm_100a; the listing's `.target` can
+                raise UserError(f"{path}: the cubin is for {listing.sm}, which does not run on {target.sm} "
+                                f"(give --arch {listing.sm})")
             sm = sm or listing.sm
             kernels += [_kernel(info.kernels[n], info, listing.functions.get(n), module, target, block,
                                 dynamic_smem, tmem_columns) for n in wanted]

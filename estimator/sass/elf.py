@@ -15,7 +15,7 @@ bytes. The attribute codes below were checked against `cuobjdump -elf`'s names (
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from estimator.errors import UserError
 
@@ -62,7 +62,6 @@ class ElfKernel:
     reg_reconfig: bool = False  # setmaxnreg kept by ptxas
     tcgen05_cta_group: int | None = None  # 1 or 2 when the kernel uses tcgen05
     param_bytes: int = 0
-    attributes: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -194,8 +193,6 @@ def _kernel_info(blob: bytes, k: ElfKernel) -> None:
             k.tcgen05_cta_group = max(k.tcgen05_cta_group or 0, 1 if name.startswith("TCGEN05_1") else 2)
         elif name == "KPARAM_INFO" and len(payload) >= 12:
             k.param_bytes += struct.unpack_from("<I", payload, 8)[0] >> 18  # size: the top 14 bits
-        if name in EIATTR.values():
-            k.attributes[name] = dims or u16 if name != "KPARAM_INFO" else None
 
 
 def static_smem_bytes(k: ElfKernel, module: ElfModule) -> int:

@@ -31,6 +31,8 @@ def _tensor_path(r: dict, t: Target, _w) -> list[dict]:
         return [{"kind": "tensor_path", "text": "no tensor-core instructions: a CUDA-core kernel"}]
     out = []
     fast = _FAST_PATH.get(t.limits.sm_number)
+    if fast in tensor["families"]:
+        fast = None  # the kernel does use the fast path; its mma.sync ops are a side path
     for op in tensor["ops"]:
         shape = "x".join(map(str, op["shape"])) if op["shape"] else "shape in a run-time descriptor"
         what = f"{op['opcode']} ({op['family']}, {op['dtype'] or 'dtype not in the SASS'}, {shape})"
