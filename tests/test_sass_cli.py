@@ -108,8 +108,8 @@ def test_json_object(capsys):
     assert code == 0
     assert set(result) == {"file", "arch", "sm", "gpu", "source_kind", "ptxas_warnings", "kernels"}
     (k,) = result["kernels"]
-    assert set(k) == {"name", "resources", "tensor", "features", "mix", "instructions", "loops", "occupancy",
-                      "findings"}
+    assert set(k) == {"name", "resources", "tensor", "features", "mix", "sfu", "instructions", "loops",
+                      "occupancy", "findings"}
     assert (result["gpu"], result["sm"], k["tensor"]["family"]) == ("b200", "sm_100a", "tcgen05")
     assert all(set(f) >= {"kind", "text"} for f in k["findings"])
 

@@ -25,18 +25,25 @@ def analyse_file(
     arch: str | None = None,
     kernel: str | None = None,
     block: int | None = None,
-    dynamic_smem: int = 0,
+    dynamic_smem: int | None = None,
     tmem_columns: int | None = None,
     nvcc_args: tuple[str, ...] = (),
+    triton=None,
 ) -> dict:
-    """The report of every kernel (or just `kernel`) of the module at `path` for `arch`."""
-    if dynamic_smem < 0:
+    """The report of every kernel (or just `kernel`) of the module at `path` for `arch`. `dynamic_smem`
+    and `tmem_columns` default to what the compiler reports (Triton), else 0 and the SASS's alloc.
+    `triton`: an estimator.sass.triton_src.TritonSpec when `path` is a Triton source."""
+    if dynamic_smem is not None and dynamic_smem < 0:
         raise UserError(f"--dynamic-smem must be >= 0 bytes, got {dynamic_smem}")
     target = resolve(arch) if arch else None
     with inputs.scratch_dir() as work:
         if target is None:
             target = _target_of_cubin(path)
-        module = inputs.load(path, target.sm, work, nvcc_args)
+        module = inputs.load(path, target.sm, work, nvcc_args, triton)
+        if dynamic_smem is None:
+            dynamic_smem = module.launch_smem_bytes or 0
+        if tmem_columns is None:
+            tmem_columns = module.launch_tmem_columns
         infos = [(cubin, elf.read(cubin.read_bytes(), str(cubin))) for cubin in module.cubins]
         names = [n for _, info in infos for n in info.kernels]
         if kernel is not None and kernel not in names:
@@ -136,6 +143,7 @@ def _kernel(
         "tensor": tensor,
         "features": features,
         "mix": whole["mix"],
+        "sfu": whole["sfu"],
         "instructions": whole["instructions"],
         "loops": loop_list,
         "occupancy": {

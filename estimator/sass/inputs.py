@@ -36,14 +36,17 @@ class Module:
     ptxas_spills: dict[str, tuple[int, int]] = field(default_factory=dict)  # kernel -> (store B, load B)
     ptxas_warnings: list[str] = field(default_factory=list)
     more_cubins: list[Path] = field(default_factory=list)  # the other cubins of a fatbin / executable
+    launch_smem_bytes: int | None = None  # dynamic shared memory the compiler asks for (Triton metadata)
+    launch_tmem_columns: int | None = None  # TMEM columns (Triton metadata, sm_100)
 
     @property
     def cubins(self) -> list[Path]:
         return [self.cubin, *self.more_cubins]
 
 
-def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = ()) -> Module:
-    """The cubin of `path` for `sm` (e.g. "sm_90a"), written under `workdir` when it must be built."""
+def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = (), triton=None) -> Module:
+    """The cubin of `path` for `sm` (e.g. "sm_90a"), written under `workdir` when it must be built.
+    `triton`: an estimator.sass.triton_src.TritonSpec for a `.py` Triton source."""
     p = Path(path)
     try:
         head = p.read_bytes()[:4096]
@@ -53,6 +56,8 @@ def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = ()) -> M
         raise UserError(f"{path}: cannot read: {e.strerror}") from None
     if p.suffix in (".cu", ".cuh"):
         return _compile_cu(p, sm, Path(workdir), nvcc_args)
+    if p.suffix == ".py" or triton is not None:
+        return _compile_triton(p, sm, Path(workdir), triton)
     if elf.is_elf(head) and len(head) > 0x14 and head[0x12] == 190 and head[0x13] == 0:
         return _cubin(p, sm)
     if head.startswith(_FATBIN_MAGIC) or elf.is_elf(head):
@@ -79,6 +84,18 @@ def _compile_cu(p: Path, sm: str, work: Path, nvcc_args: tuple[str, ...]) -> Mod
         what=str(p),
     )
     return Module(out, "cu", *_ptxas_log(proc.stderr))
+
+
+def _compile_triton(p: Path, sm: str, work: Path, spec) -> Module:
+    if spec is None:
+        raise UserError(f"{p}: a Triton source needs --triton-kernel NAME (and --triton-arg per parameter)")
+    if p.suffix != ".py":
+        raise UserError(f"{p}: --triton-kernel needs a Python source file (.py)")
+    from estimator.sass.triton_src import compile_kernel
+
+    build = compile_kernel(p, spec, int(re.sub(r"\D", "", sm)), work)
+    return Module(build.cubin, "triton", launch_smem_bytes=build.shared_bytes,
+                  launch_tmem_columns=build.tmem_columns)
 
 
 def _assemble_ptx(p: Path, sm: str, work: Path) -> Module:
