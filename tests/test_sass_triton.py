@@ -11,8 +11,8 @@ from sassutil import DATA, kernel
 SRC = str(DATA / "triton_kernels.py")
 MATMUL = ["--triton-kernel", "matmul", "--triton-arg", "a_ptr=*bf16", "--triton-arg", "b_ptr=*bf16",
           "--triton-arg", "c_ptr=*fp32", "--triton-arg", "M=i32", "--triton-arg", "N=i32",
-          "--triton-arg", "K=i32", "--triton-arg", "BM=128", "--triton-arg", "BN=128", "--triton-arg", "BK=64",
-          "--num-warps", "8"]
+          "--triton-arg", "K=i32", "--triton-arg", "BM=128", "--triton-arg", "BN=128",
+          "--triton-arg", "BK=64", "--num-warps", "8"]
 
 
 def test_triton_missing_is_one_error_line(capsys, monkeypatch):
