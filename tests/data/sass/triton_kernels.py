@@ -9,7 +9,7 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):  # noqa: N803
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -24,7 +24,7 @@ def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK:
 
 
 @triton.jit
-def softmax_row(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+def softmax_row(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):  # noqa: N803
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + row * n_cols + offs, mask=offs < n_cols, other=-float("inf"))
