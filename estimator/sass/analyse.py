@@ -98,78 +98,82 @@ def _kernel(
 ) -> dict:
     instructions = fn.instructions if fn else []
     whole = loops.summarize(instructions)
-    loop_list = loops.analyse(fn) if fn else []
-    tensor = _tensor(instructions)
     features = _features(instructions, k)
-    if tmem_columns is None:
-        tmem_columns = features["tmem_columns"]
-    threads, block_source = _block(k, block)
-    static_smem = elf.static_smem_bytes(k, module)
-    occ = occupancy(
-        target.limits,
-        threads,
-        k.registers,
-        static_smem,
-        dynamic_smem,
-        k.barriers,
-        tmem_columns if features["tcgen05"] else None,
-    )
-    spill_st, spill_ld = src.ptxas_spills.get(k.name, (None, None))
-    if spill_st is None:  # from the SASS: bytes per thread of the annotated STL / LDL, statically
-        spill_st = sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "STL")
-        spill_ld = sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "LDL")
+    resources = _resources(k, module, instructions, whole, src, dynamic_smem)
     report = {
         "name": k.name,
-        "resources": {
-            "registers": k.registers,
-            "stack_bytes": k.stack_bytes,
-            "spill_store_bytes": spill_st,
-            "spill_load_bytes": spill_ld,
-            "spill_source": "ptxas" if k.name in src.ptxas_spills else "sass",
-            "spill_instructions": whole["spill_instructions"],
-            "local_instructions": whole["mix"].get("lsu_local", 0),
-            "static_smem_bytes": static_smem,
-            "dynamic_smem_bytes": dynamic_smem,
-            "barriers": k.barriers,
-            "mbarriers": k.mbarriers,
-            "launch_bounds_threads": k.max_threads[0] * k.max_threads[1] * k.max_threads[2]
-            if k.max_threads
-            else None,
-            "reqntid": list(k.reqntid) if k.reqntid else None,
-            "cluster_dims": list(k.cluster_dims) if k.cluster_dims else None,
-            "setmaxnreg": k.reg_reconfig,
-            "param_bytes": k.param_bytes,
-        },
-        "tensor": tensor,
+        "resources": resources,
+        "tensor": _tensor(instructions),
         "features": features,
         "mix": whole["mix"],
         "sfu": whole["sfu"],
         "instructions": whole["instructions"],
-        "loops": loop_list,
-        "occupancy": {
-            "block_threads": threads,
-            "block_source": block_source,
-            "ctas_per_sm": occ.ctas_per_sm,
-            "warps_per_sm": occ.warps_per_sm,
-            "occupancy": round(occ.occupancy, 4),
-            "limiter": occ.limiter,
-            "limits": occ.limits,
-            "smem_per_cta_bytes": occ.smem_per_cta_bytes,
-            "tmem_columns": tmem_columns if features["tcgen05"] else None,
-            "upper_bound": bool(k.cluster_dims) or features["tcgen05"],
-        },
+        "loops": loops.analyse(fn) if fn else [],
+        "occupancy": _occupancy(k, resources, features, target, block, tmem_columns),
     }
     report["findings"] = findings.findings(report, target, src.ptxas_warnings)
     return report
+
+
+def _resources(k: elf.ElfKernel, module: elf.ElfModule, instructions: list, whole: dict, src: inputs.Module,
+               dynamic_smem: int) -> dict:
+    spill_st, spill_ld = src.ptxas_spills.get(k.name, (None, None))
+    if spill_st is None:  # from the SASS: bytes per thread of the annotated STL / LDL, statically
+        spill_st = sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "STL")
+        spill_ld = sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "LDL")
+    return {
+        "registers": k.registers,
+        "stack_bytes": k.stack_bytes,
+        "spill_store_bytes": spill_st,
+        "spill_load_bytes": spill_ld,
+        "spill_source": "ptxas" if k.name in src.ptxas_spills else "sass",
+        "spill_instructions": whole["spill_instructions"],
+        "local_instructions": whole["mix"].get("lsu_local", 0),
+        "static_smem_bytes": elf.static_smem_bytes(k, module),
+        "dynamic_smem_bytes": dynamic_smem,
+        "barriers": k.barriers,
+        "mbarriers": k.mbarriers,
+        "launch_bounds_threads": _volume(k.max_threads),
+        "reqntid": list(k.reqntid) if k.reqntid else None,
+        "cluster_dims": list(k.cluster_dims) if k.cluster_dims else None,
+        "setmaxnreg": k.reg_reconfig,
+        "param_bytes": k.param_bytes,
+    }
+
+
+def _volume(dims: tuple[int, int, int] | None) -> int | None:
+    return dims[0] * dims[1] * dims[2] if dims else None
+
+
+def _occupancy(k: elf.ElfKernel, res: dict, features: dict, target: Target, block: int | None,
+               tmem_columns: int | None) -> dict:
+    if tmem_columns is None:
+        tmem_columns = features["tmem_columns"]
+    tmem = tmem_columns if features["tcgen05"] else None
+    threads, block_source = _block(k, block)
+    occ = occupancy(target.limits, threads, k.registers, res["static_smem_bytes"], res["dynamic_smem_bytes"],
+                    k.barriers, tmem)
+    return {
+        "block_threads": threads,
+        "block_source": block_source,
+        "ctas_per_sm": occ.ctas_per_sm,
+        "warps_per_sm": occ.warps_per_sm,
+        "occupancy": round(occ.occupancy, 4),
+        "limiter": occ.limiter,
+        "limits": occ.limits,
+        "smem_per_cta_bytes": occ.smem_per_cta_bytes,
+        "tmem_columns": tmem,
+        "upper_bound": bool(k.cluster_dims) or features["tcgen05"],
+    }
 
 
 def _block(k: elf.ElfKernel, block: int | None) -> tuple[int, str]:
     if block is not None:
         return block, "--block"
     if k.reqntid:
-        return k.reqntid[0] * k.reqntid[1] * k.reqntid[2], "reqntid"
+        return _volume(k.reqntid), "reqntid"
     if k.max_threads:
-        return k.max_threads[0] * k.max_threads[1] * k.max_threads[2], "launch_bounds"
+        return _volume(k.max_threads), "launch_bounds"
     return DEFAULT_BLOCK, "assumed"
 
 

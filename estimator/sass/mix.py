@@ -107,8 +107,6 @@ _CLASSES = {
         "VABSDIFF",
         "VABSDIFF4",
         "IMNMX3",
-        "IADD.64",
-        "IMAD.64",
     ),
     "lsu_global": ("LDG", "STG", "LD", "ST", "ATOM", "ATOMG", "RED", "REDG", "LDGSTS", "CCTL", "LDGMC"),
     "lsu_shared": ("LDS", "STS", "LDSM", "STSM", "ATOMS", "STAS", "LDSLK", "STSCUL"),
