@@ -74,13 +74,15 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
 def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
              dims: Mapping[str, int] | None = None, pipeline: str = DEFAULT_PIPELINE,
              strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False,
-             tiling: bool = False, warm_inputs: bool | Iterable[str] = False) -> Result:
+             tiling: bool = False, warm_inputs: bool | Iterable[str] = False,
+             kernel_sass: Mapping | None = None) -> Result:
     """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
     lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result.
     `tiling`: give every kernel a tile plan on `hw` (estimator/tiling) and price it at tile level, with
     L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
     L2 when they fit. Without
-    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py."""
+    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py.
+    `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a compiled kernel for that node's GEMM)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
     graph = bind_dims(graph, dims)
@@ -99,7 +101,14 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
                             f"{u.reason}")
-    plans = plan_kernels(graph, lowered.kernels, hw, warm_inputs) if tiling else [None] * len(lowered.kernels)
+    if kernel_sass:
+        from estimator.sass.seam import check_priced
+
+        check_priced(lowered.kernels, kernel_sass, tiling)
+    plans = (plan_kernels(graph, lowered.kernels, hw, warm_inputs, kernel_sass) if tiling
+             else [None] * len(lowered.kernels))
+    if kernel_sass:
+        check_priced(lowered.kernels, kernel_sass, tiling, plans)
     timings: dict[Hashable, Timing] = {}
     priced = []
     for k, plan in zip(lowered.kernels, plans, strict=True):

@@ -10,7 +10,6 @@ import json
 import sys
 import traceback
 
-from estimator.dtypes import PRECISIONS
 from estimator.errors import UserError
 
 EPILOG = """\
@@ -32,7 +31,8 @@ class UsageError(UserError):
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
 # estimator.cli.report comes first: with --report/--recommend/--trace it also draws a --sweep itself.
 MODES: list[str] = ["estimator.cli.report",
-                    "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch"]
+                    "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
+                    "estimator.sass.mode"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
@@ -52,6 +52,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from estimator.dtypes import PRECISIONS  # imports sympy and onnx: not on the `estimate sass` path
+
     p = _Parser(prog="estimate", description="Latency bound and estimate of an ONNX model on an NVIDIA GPU.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")
@@ -201,6 +203,9 @@ def run(argv: list[str] | None) -> int:
 
     hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
     graph, dims = load_graph(args, dims)
+    from estimator.sass.mode import kernel_sass
+
+    compiled = kernel_sass(args, hw)  # --kernel-sass NODE=FILE: compiled kernels for the tile model
     if args.compare_fusion:
         if args.symbolic:
             raise UsageError("--compare-fusion prints numbers; drop --symbolic")
@@ -208,14 +213,15 @@ def run(argv: list[str] | None) -> int:
 
         results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name),
                                   strict=args.strict, verify_each=args.verify_each, tiling=not args.roofline,
-                                  warm_inputs=args.warm_inputs)
+                                  warm_inputs=args.warm_inputs, kernel_sass=compiled)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
               else fusion_report.compare_table(results))
         return 0
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs)
+                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
+                      kernel_sass=compiled)
     if args.json:
         print(json.dumps(to_json(result), indent=1))
     elif args.symbolic:

@@ -87,8 +87,8 @@ def to_json(result: Result) -> dict[str, Any]:
 def _tile_json(plan) -> dict[str, Any]:
     """Per kernel: the tile plan's choice (null without --tiling or for non-GEMM kernels)."""
     if plan is None:
-        return {"tile": None, "waves": None, "wave_eff": None, "tensor_util": None}
-    return {"tile": plan.tile,
+        return {"tile": None, "waves": None, "wave_eff": None, "tensor_util": None, "sass": None}
+    return {"tile": plan.tile, "sass": getattr(plan, "sass", None),  # --kernel-sass: "file#kernel"
             "waves": None if plan.waves is None else jsonable(plan.waves),
             "wave_eff": None if plan.wave_eff is None else jsonable(plan.wave_eff),
             "tensor_util": None if plan.tensor_util is None else jsonable(plan.tensor_util)}
@@ -100,7 +100,8 @@ def _tile_cells(plan) -> list[str]:
         return ["-", "-"]
     waves = "-" if plan.waves is None else f"{_num(plan.waves):.0f} ({100 * _num(plan.wave_eff):.0f}%)"
     util = "" if plan.tensor_util is None else f" TC {100 * _num(plan.tensor_util):.0f}%"
-    return [plan.tile, waves + util]
+    sass = getattr(plan, "sass", None)
+    return [plan.tile + (f" [sass {sass}]" if sass else ""), waves + util]
 
 
 def _groups_json(result: Result, key: str) -> dict[str, dict[str, Any]]:
@@ -144,6 +145,11 @@ def to_table(result: Result, top: int = 15) -> str:
     else:
         lines += _ranked(result, top)
     lines += _uncosted(result)
+    priced = sorted({(p.kernel.name, p.kernel.tile.sass) for p in result.kernels
+                     if getattr(p.kernel.tile, "sass", None)})
+    if priced:
+        lines += ["", "priced from SASS (--kernel-sass: MMA path and CTAs/SM of the compiled kernel):"]
+        lines += [f"  {name} <- {sass}" for name, sass in priced]
     if result.graph.unknown_dims:
         unknown = result.graph.unknown_dims
         names = ", ".join(unknown[:8]) + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")

@@ -57,10 +57,11 @@ class TilePlan:
     limiter: str = "memory"
     resident_bytes: float = 0.0  # reads found in L2 (estimate's capacity)
     resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
+    sass: str | None = None  # "file#kernel" when a compiled kernel set the MMA path and CTAs/SM
 
     @property
     def key(self) -> Hashable:
-        return (self.kind, self.tile, self.resident_bytes, self.resident_bytes_bound)
+        return (self.kind, self.tile, self.resident_bytes, self.resident_bytes_bound, self.sass)
 
 
 def tiling_supported(hw: HardwareDescriptor) -> bool:
@@ -75,8 +76,10 @@ def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
 
 
 def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
-                 warm_inputs: bool | Iterable[str] = False) -> list[TilePlan | None]:
-    """A plan per kernel (None for every kernel when the hardware has no tile model)."""
+                 warm_inputs: bool | Iterable[str] = False,
+                 sass: dict | None = None) -> list[TilePlan | None]:
+    """A plan per kernel (None for every kernel when the hardware has no tile model). `sass`: node name
+    -> estimator.sass.seam.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass)."""
     if not tiling_supported(hw):
         return [None] * len(kernels)
     menu = menu_for(hw.family)
@@ -89,19 +92,22 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
            else [Residency({}, {}) for _ in kernels])
     cache: dict[Hashable, TilePlan] = {}
     plans = []
+    from estimator.sass.seam import for_kernel
+
     for k, r in zip(kernels, res, strict=True):
-        key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)))
+        compiled = for_kernel(k, sass)
+        key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)), compiled)
         if key not in cache:
-            cache[key] = plan_kernel(graph, k, hw, hwp, menu, r)
+            cache[key] = plan_kernel(graph, k, hw, hwp, menu, r, compiled)
         plans.append(cache[key])
     return plans
 
 
 def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
-                res: Residency) -> TilePlan:
+                res: Residency, compiled=None) -> TilePlan:
     spec = gemm_of_kernel(graph, kernel)
     if spec is not None:
-        plan = _gemm_plan(spec, kernel.work, hw, hwp, menu, res)
+        plan = _gemm_plan(spec, kernel.work, hw, hwp, _with_sass(menu, compiled), res, compiled)
         if plan is not None:
             return plan
     found = attention_of_kernel(graph, kernel)
@@ -166,8 +172,17 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
                            peak, hw.efficiency[unit[0]], dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
 
 
+def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
+    """The menu with every GEMM tile's co-resident CTAs capped by a compiled kernel's occupancy."""
+    if compiled is None:
+        return menu
+    tiles = tuple(replace(t, max_ctas_per_sm=max(1, min(t.max_ctas_per_sm, compiled.ctas_per_sm)))
+                  for t in menu.gemm_tiles)
+    return replace(menu, gemm_tiles=tiles)
+
+
 def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
-               res: Residency) -> TilePlan | None:
+               res: Residency, compiled=None) -> TilePlan | None:
     unit = _mma_unit(work)
     if unit is None:
         return None
@@ -175,6 +190,9 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
                      spec.b.name in res.resident, hw, menu)
     if g is None:
         return None
+    hw_peak = g.peak
+    if compiled is not None and compiled.peak_flops_per_s:  # the compiled kernel's MMA path (sass/seam.py)
+        g = replace(g, peak=compiled.peak_flops_per_s)
     best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
                    lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
     if best is None:
@@ -183,9 +201,10 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
     if best.split > 1:
         fixed = fixed + hw.efficiency["split_k_s"]
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = work.flops[unit] / (best.time * g.peak) if unit[0] == TENSOR else None
-    return _plan("gemm", best.name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
+    util = work.flops[unit] / (best.time * hw_peak) if unit[0] == TENSOR else None
+    plan = _plan("gemm", best.name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
                  memory, fixed, res)
+    return plan if compiled is None else replace(plan, sass=compiled.label)
 
 
 def _choose(problem: Any, candidates, reprice) -> Any:
