@@ -44,6 +44,7 @@ MOVEMENT = frozenset({
     "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Concat", "Split", "Slice",
     "Pad", "Transpose", "Expand", "Tile", "Resize", "TopK", "DepthToSpace", "SpaceToDepth", "Trilu",
     "OneHot", "NonZero", "Compress", "ReverseSequence",
+    "KvAppend",  # estimator domain: passes/kv_inplace.py
 })
 QUANTIZATION = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 # Pure views: no data moves; the runtime reinterprets the buffer.

@@ -4,6 +4,7 @@ from estimator.cost import (  # noqa: F401  (imported for their @register side e
     attention,
     conv,
     einsum,
+    kv_append,
     elementwise,
     matmul,
     misc,
