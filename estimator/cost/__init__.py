@@ -2,6 +2,7 @@
 
 from estimator.cost import (  # noqa: F401  (imported for their @register side effects)
     attention,
+    collective,
     conv,
     einsum,
     kv_append,

@@ -1,0 +1,234 @@
+"""The collective model: what an all-reduce, all-gather, reduce-scatter, all-to-all or send costs.
+
+    collective_cost(kind, nbytes, group, hw, dtype=..., framework=None, graphed=False) -> CollectiveCost
+
+`nbytes` is the message as nccl-tests counts it (the total buffer): all-reduce and all-to-all the input,
+all-gather the gathered output, reduce-scatter the input, send the bytes sent. `group` GPUs take part.
+It may be a number or a sympy expression; with free symbols the estimate is a Min / Piecewise over the
+algorithms and `algorithm` names every one not provably slower ("a|b").
+
+NCCL (no framework, or where the framework falls back to it), minimum over protocols p (LL, LL128,
+Simple) as NCCL's tuner takes it:
+    t_p = alpha_p + steps * step_p + F * nbytes / (eta_p(group) * link)
+    steps = 2(g-1) all-reduce ring, g-1 all-gather / reduce-scatter / all-to-all
+    F (bus factor, nccl-tests PERFORMANCE.md) = 2(g-1)/g all-reduce, (g-1)/g the others
+NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp`, within the NVLink
+domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
+about once). A send is one all-gather step of two GPUs: t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
+
+Custom all-reduce (framework given, all-reduce, group within one node on NVLink, message within the
+framework's workspace; estimator/serve/custom_allreduce.yaml says how each framework chooses):
+    one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)
+    two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta * link)
+    + the framework's graph_overhead_s; outside a CUDA graph (graphed=False) a framework call also copies
+    its input into the registered buffer (2 * nbytes at DRAM speed) and takes at least eager_host_s.
+`link` is the per-direction bandwidth per GPU of `hw.interconnect.link_bytes_per_s(group)`; the alphas,
+steps and etas are the descriptor's fitted `interconnect.collectives` (tools/calibrate_comm.py).
+
+Bound (speed of light, no latency): the fewest bytes a GPU must put on its link over the link's peak,
+    all-reduce 2(g-1)/g * nbytes ((g-1)/g where the switch can reduce: NVLS hardware and dtype),
+    all-gather / reduce-scatter / all-to-all (g-1)/g * nbytes, send nbytes,
+and never below the GPU's own DRAM traffic (read the input, write the output) at peak bandwidth.
+The estimate is never below the bound.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import sympy
+import yaml
+
+from estimator.errors import UserError
+from estimator.ir import Expr
+from estimator.price import provably_greater
+from hwdesc import HardwareDescriptor
+
+KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+         "AllToAll": "all_to_all", "Send": "send"}
+NVLS_DTYPES = frozenset({"fp16", "bf16", "fp32"})  # NVLink SHARP reduces these, not integers or fp8
+PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+FRAMEWORKS_FILE = Path(__file__).with_name("custom_allreduce.yaml")
+
+
+class CollectiveError(UserError):
+    """A collective the model cannot price: bad group, a descriptor without collective constants..."""
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    bound_s: Expr
+    estimate_s: Expr
+    algorithm: str  # ring, nvls, p2p, oneshot, twoshot, local ("a|b" where free symbols leave it open)
+    protocol: str  # LL, LL128, Simple (NCCL), custom, "-"
+
+
+@dataclass(frozen=True)
+class Framework:
+    name: str
+    algorithms: tuple[str, ...]
+    oneshot_max_bytes: dict[int, float | None]
+    workspace_bytes: dict[int, float]
+    versus_nccl: str  # "min" or "custom"
+    graph_overhead_s: float
+    eager_host_s: float
+
+    def by_group(self, table: dict[int, float | None], group: int) -> float | None:
+        """The entry of the largest listed group size <= `group` (None where none is listed)."""
+        keys = [k for k in sorted(table) if k <= group]
+        return table[keys[-1]] if keys else None
+
+
+@dataclass(frozen=True)
+class _Option:
+    """A time and the (algorithm, protocol) pairs that may give it."""
+
+    time: Expr
+    names: tuple[tuple[str, str], ...]
+
+
+def collective_cost(kind: str, nbytes, group: int, hw: HardwareDescriptor, *, dtype: str = "bf16",
+                    framework: str | None = None, graphed: bool = False) -> CollectiveCost:
+    op = KINDS.get(kind, kind)
+    if op not in KINDS.values():
+        raise CollectiveError(f"unknown collective {kind!r} (known: {', '.join(KINDS)})")
+    if not isinstance(group, int) or isinstance(group, bool) or group < 1:
+        raise CollectiveError(f"{kind}: group size must be an integer >= 1, got {group!r}")
+    ic = hw.interconnect
+    if ic is None or ic.collectives is None:
+        raise CollectiveError(f"{hw.name}: the descriptor has no interconnect.collectives constants "
+                              f"(tools/calibrate_comm.py --write adds them)")
+    nbytes = sympy.sympify(nbytes)
+    if group == 1 and op != "send":
+        zero = sympy.Integer(0)
+        return CollectiveCost(zero, zero, "local", "-")
+    link = ic.link_bytes_per_s(max(group, 2))
+    bound = _bound(op, nbytes, group, hw, link, dtype)
+    best = _nccl(op, nbytes, group, hw, link, dtype)
+    fw = frameworks().get(framework) if framework else None
+    if framework and fw is None:
+        raise CollectiveError(f"unknown framework {framework!r} (known: {', '.join(frameworks())})")
+    if fw is not None and op == "all_reduce" and _custom_possible(hw, group):
+        best = _framework(fw, best, nbytes, group, hw, link)
+    time = best.time
+    if fw is not None and not graphed:  # NB: eager: the input is copied into the registered buffer
+        copy_s = 2 * nbytes / (hw.dram_bytes_per_s * hw.efficiency["dram"])
+        time = sympy.Max(sympy.Float(fw.eager_host_s), time + copy_s)
+    names = list(dict.fromkeys(best.names))
+    algorithm = "|".join(dict.fromkeys(a for a, _ in names))
+    protocol = "|".join(dict.fromkeys(p for _, p in names))
+    return CollectiveCost(bound, sympy.Max(time, bound), algorithm, protocol)
+
+
+def bus_factor(op: str, group: int) -> sympy.Rational:
+    """nccl-tests' busbw factor: bus bytes per GPU = factor * nbytes."""
+    if op == "all_reduce":
+        return sympy.Rational(2 * (group - 1), group)
+    if op == "send":
+        return sympy.Integer(1)
+    return sympy.Rational(group - 1, group)
+
+
+def ring_steps(op: str, group: int) -> int:
+    return 2 * (group - 1) if op == "all_reduce" else group - 1
+
+
+def _bound(op: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float, dtype: str) -> Expr:
+    factor = bus_factor(op, group)
+    if op == "all_reduce" and _nvls_hardware(hw, group) and dtype in NVLS_DTYPES:
+        factor = sympy.Rational(group - 1, group)  # the switch reduces: each GPU sends its share once
+    reads = {"all_gather": nbytes / group}.get(op, nbytes)
+    writes = {"reduce_scatter": nbytes / group, "send": 0}.get(op, nbytes)
+    return sympy.Max(factor * nbytes / link, (reads + writes) / hw.dram_bytes_per_s)
+
+
+def _nvls_hardware(hw: HardwareDescriptor, group: int) -> bool:
+    ic = hw.interconnect
+    return bool(ic.nvlink_sharp and ic.on_nvlink(group))
+
+
+def _nccl(op: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float, dtype: str) -> _Option:
+    consts = hw.interconnect.collectives
+    table, g, steps, factor = op, group, ring_steps(op, group), bus_factor(op, group)
+    if op == "send":  # one step of a two-GPU all-gather of 2 * nbytes
+        table, g, steps, factor = "all_gather", 2, 1, sympy.Integer(1)
+    algorithm = "p2p" if op in ("send", "all_to_all") else "ring"
+    options = [_Option(line.alpha_s + steps * line.step_s + factor * nbytes / (line.efficiency(g) * link),
+                       ((algorithm, PROTOCOL_NAMES[p]),))
+               for p, line in consts.nccl[table].items()]
+    if (op == "all_reduce" and consts.nvls is not None and dtype in NVLS_DTYPES
+            and _nvls_hardware(hw, group) and group >= consts.nvls_min_gpus):
+        line = consts.nvls
+        time = line.alpha_s + nbytes / (line.efficiency(group) * link)
+        options.append(_Option(time, (("nvls", "Simple"),)))
+    return _fastest(options)
+
+
+def _custom_possible(hw: HardwareDescriptor, group: int) -> bool:
+    """Custom all-reduce needs IPC peers on NVLink: one node, inside the NVLink domain."""
+    ic = hw.interconnect
+    return ic.on_nvlink(group) and group <= ic.gpus_per_node and bool(ic.collectives.custom)
+
+
+def _framework(fw: Framework, nccl: _Option, nbytes: Expr, group: int, hw: HardwareDescriptor,
+               link: float) -> _Option:
+    """The framework's choice between its custom kernels and NCCL."""
+    custom = hw.interconnect.collectives.custom
+    lines = {}
+    for name in fw.algorithms:
+        if name not in custom:
+            continue
+        line = custom[name]
+        traffic = (group - 1) if name == "oneshot" else sympy.Rational(2 * (group - 1), group)
+        lines[name] = _Option(line.alpha_s + (group - 1) * line.step_s + fw.graph_overhead_s
+                              + traffic * nbytes / (line.efficiency(group) * link), ((name, "custom"),))
+    if not lines:
+        return nccl
+    threshold = fw.by_group(fw.oneshot_max_bytes, group)
+    if threshold is not None and {"oneshot", "twoshot"} <= set(lines):
+        chosen = _when(nbytes < threshold, lines["oneshot"], lines["twoshot"])
+    else:
+        chosen = _fastest(list(lines.values()))
+    if fw.versus_nccl == "min":
+        chosen = _fastest([chosen, nccl])
+    workspace = fw.by_group(fw.workspace_bytes, group)
+    return chosen if workspace is None else _when(nbytes <= workspace, chosen, nccl)
+
+
+def _fastest(options: list[_Option]) -> _Option:
+    """The minimum; with free symbols a Min, naming every option not provably slower."""
+    if all(sympy.sympify(o.time).is_number for o in options):
+        return min(options, key=lambda o: float(o.time))
+    alive = [o for o in options if not any(provably_greater(o.time, p.time) for p in options if p is not o)]
+    return _Option(sympy.Min(*(o.time for o in alive)), tuple(n for o in alive for n in o.names))
+
+
+def _when(cond, yes: _Option, no: _Option) -> _Option:
+    cond = sympy.sympify(cond)
+    if cond is sympy.true:
+        return yes
+    if cond is sympy.false:
+        return no
+    return _Option(sympy.Piecewise((yes.time, cond), (no.time, True)), yes.names + no.names)
+
+
+@functools.lru_cache(maxsize=1)
+def frameworks() -> dict[str, Framework]:
+    """The frameworks of custom_allreduce.yaml, by name."""
+    raw = yaml.safe_load(FRAMEWORKS_FILE.read_text())
+    out = {}
+    for name, fw in raw.items():
+        def value(key: str, default=None, fw=fw):
+            entry = fw.get(key, default)
+            return entry["value"] if isinstance(entry, dict) and "value" in entry else entry
+
+        out[name] = Framework(
+            name=name, algorithms=tuple(fw["algorithms"]),
+            oneshot_max_bytes={int(k): (None if v is None else float(v))
+                               for k, v in (value("oneshot_max_bytes") or {}).items()},
+            workspace_bytes={int(k): float(v) for k, v in (value("workspace_bytes") or {}).items()},
+            versus_nccl=fw["versus_nccl"], graph_overhead_s=float(value("graph_overhead_s", 0.0)),
+            eager_host_s=float(value("eager_host_s", 0.0)))
+    return out
