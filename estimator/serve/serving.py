@@ -25,7 +25,9 @@ In-flight batching (the frameworks' default): the W requests form g = ceil(W / k
 stay staggered (equal lengths finish together and re-enter together). During its osl - 1 decode steps
 a request sees the other groups' prefills as m = min((g - 1) n_c, osl - 1) mixed steps; the rest are
 plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request waits the
-S - (osl - 1 + n_c) steps its lifetime does not cover, plus on average half a step to join.
+S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: half a step (vLLM,
+SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures,
+(own prefill + decode phase) / W (fitted shape, frameworks.yaml `admission_wait`).
   TTFT = wait + n_c T_mix;  E2E = TTFT + sum of its osl - 1 step times.
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
@@ -164,7 +166,9 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         tpot = decode_total / (osl - 1)
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
-        queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + 0.5 * avg_step
+        lifetime = decode_total + n_c * t_mix
+        join = lifetime / w if fw.admission_wait == "departure_interval" else 0.5 * avg_step
+        queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
         ttft = queue_in + n_c * t_mix
         e2e = ttft + decode_total
         cycle = e2e
