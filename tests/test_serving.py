@@ -37,6 +37,8 @@ def _fw(**changes) -> Framework:
         "eager_launch_s_per_kernel": 10e-6,
         "step_overhead_s": 0.0,
         "max_batch_size": 64,
+        "host_output_tokens_per_s": None,
+        "host_queue_s": 0.0,
         **changes,
     }
     return replace(base, values=values)
@@ -72,17 +74,28 @@ def test_static_batching_sums_every_decode_step():
 
 
 def test_inflight_batching_staggers_prefill_groups():
-    fw = _fw(admission_wait="half_step")
+    fw = _fw(admission_wait="half_step")  # vLLM-like: requests join at every step
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # k = 1000 // 500 = 2 prompts per prefill step -> g = 3 groups; each request sees the other two
-    # groups' prefills as mixed steps: T_mix = 10 us x 2 x 500 + E_ctx(6 - 2, 500 + 5)
-    t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
+    # arrivals per step: ceil(6 / (10 + 1)) = 1 prompt per prefill step -> g = 6 groups; each request sees
+    # the other five groups' prefills as mixed steps: T_mix = 10 us x 1 x 500 + E_ctx(6 - 1, 500 + 5)
+    t_mix = 1e-5 * 1 * 500 + 1e-9 * 5 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))  # padded to the captured 8
-    decode_total = gen * (10 - 2) / 10 + 2 * t_mix
+    decode_total = gen * (10 - 5) / 10 + 5 * t_mix
     assert r.tpot_s == pytest.approx(decode_total / 10)
-    avg = (decode_total + t_mix) / 11  # S = max(10 + 1, 3) = 11 steps: no idle steps, half a step to join
+    avg = (decode_total + t_mix) / 11  # S = max(10 + 1, 6) = 11 steps: no idle steps, half a step to join
     assert r.ttft_s == pytest.approx(0.5 * avg + t_mix)
     assert r.admitted == 6 and r.queue_s == pytest.approx(0.5 * avg)
+
+
+def test_trtllm_packs_prompts_and_waits_a_departure_interval():
+    fw = _fw(admission_wait="departure_interval")
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
+    # k = 1000 // 500 = 2 prompts per step -> g = 3 groups, 2 mixed steps per decode phase
+    t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
+    gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
+    decode_total = gen * (10 - 2) / 10 + 2 * t_mix
+    join = (decode_total + t_mix) / 6  # the mean interval between departures of the 6 admitted
+    assert r.ttft_s == pytest.approx(join + t_mix)
 
 
 def test_requests_beyond_the_kv_capacity_queue():
@@ -106,3 +119,16 @@ def test_decode_beyond_the_captured_sizes_runs_eager():
     gpu = 1e-3 + 9e-6 + 9e-9 * 100
     assert not eager.graphed and eager.first().gpu_s == pytest.approx(gpu)
     assert eager.first().launch_s == pytest.approx(max(gpu, 50 * 10e-6) - gpu)  # the GPU hides the host
+
+
+def test_host_limit_adds_a_queue_and_paces_the_decode():
+    free = _fw()
+    work = Workload(100, 11, 4, "static")
+    base = serve(FakeSteps(), _memory(), free, work, gpus=1)
+    rate = base.tokens_per_s  # 4 x 11 / E2E tokens/s: the host at exactly this rate -> rho = 1
+    limited = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=2 * rate, host_queue_s=0.1), work, 1)
+    assert limited.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.5 / (1 - 0.5))  # rho = 1/2: M/M/1 wait
+    assert limited.tpot_s == pytest.approx(base.tpot_s)
+    paced = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=rate / 2, host_queue_s=0.1), work, 1)
+    assert paced.tpot_s == pytest.approx(2 * base.tpot_s)  # rho = 2: the host paces the decode
+    assert paced.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.95 / 0.05)  # the queue at its cap

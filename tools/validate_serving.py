@@ -60,11 +60,11 @@ def read_rows(data: Path, backend: str, model_part: str) -> list[dict]:
     return rows
 
 
-def predict(spec: dict, rows: list[dict]) -> list[dict]:
+def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
+    """tp -> (Deployment, its rows): each TP's steps priced once."""
     import hwdesc
     from estimator.serve.deploy import Deployment
     from estimator.serve.frameworks import framework
-    from estimator.serve.serving import Workload
     from estimator.serve.steps import Options
     from passes import STRATEGIES
 
@@ -72,28 +72,65 @@ def predict(spec: dict, rows: list[dict]) -> list[dict]:
     by_tp: dict[int, list[dict]] = defaultdict(list)
     for r in rows:
         by_tp[int(r["tp_size"])].append(r)
-    out = []
+    out = {}
     for tp in sorted(by_tp):
         opts = Options(
             hw, tp, spec["precision"], spec["kv"], STRATEGIES["tensorrt"], framework(spec["framework"])
         )
-        dep = Deployment.build(spec["model"], opts)
-        for r in by_tp[tp]:
-            res = dep.serve(Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])))
+        out[tp] = (Deployment.build(spec["model"], opts), by_tp[tp])
+    return out
+
+
+def predict(deps: dict[int, tuple], fw=None) -> list[dict]:
+    """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
+    deployment's own, for --fit)."""
+    from estimator.serve.serving import Workload, serve
+
+    out = []
+    for tp, (dep, rows) in deps.items():
+        for r in rows:
+            work = Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]))
+            res = serve(dep.steps, dep.memory, fw or dep.framework, work, tp)
             out.append(
                 {
                     "tp": tp,
-                    "isl": int(r["isl"]),
-                    "osl": int(r["osl"]),
-                    "concurrency": int(r["batch_size"]),
+                    "isl": work.isl,
+                    "osl": work.osl,
+                    "concurrency": work.concurrency,
                     "ttft_ms": float(r["silicon_ttft_ms"]),
                     "tpot_ms": float(r["silicon_tpot_ms"]),
                     "ttft_pred_ms": res.ttft_s * 1e3,
                     "tpot_pred_ms": res.tpot_s * 1e3,
                     "admitted": res.admitted,
+                    "tokens_per_s": res.tokens_per_s,
                 }
             )
     return out
+
+
+def fit_host(deps: dict[int, tuple]) -> tuple[float, float, float]:
+    """(host_output_tokens_per_s, host_queue_s, objective) minimising the sum of the median and p90
+    |error| of TTFT and TPOT over a grid (R 6k..30k tokens/s by 1k, queue 0..0.5 s by 25 ms)."""
+    from dataclasses import replace
+
+    dep0 = next(iter(deps.values()))[0]
+    base = dep0.framework
+    best = (0.0, 0.0, float("inf"))
+    for rate in np.arange(6000.0, 30001.0, 1000.0):
+        for queue in np.arange(0.0, 0.501, 0.025):
+            fw = replace(
+                base,
+                values={**base.values, "host_output_tokens_per_s": float(rate), "host_queue_s": float(queue)},
+            )
+            pts = predict(deps, fw)
+            obj = sum(
+                f(np.abs(_err(pts, k)))
+                for k in ("ttft", "tpot")
+                for f in (np.median, lambda e: np.percentile(e, 90))
+            )
+            if obj < best[2]:
+                best = (float(rate), float(queue), float(obj))
+    return best
 
 
 def _err(points: list[dict], key: str) -> np.ndarray:
@@ -131,11 +168,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--json", type=Path, help="write every row's measured and predicted values")
+    ap.add_argument(
+        "--fit",
+        action="store_true",
+        help="fit the host limit (host_output_tokens_per_s, host_queue_s) on the 8b-trtllm rows",
+    )
     args = ap.parse_args(argv)
     everything = {}
     for name in args.sets.split(","):
         spec = SETS[name]
-        points = predict(spec, read_rows(args.data, *spec["match"]))
+        deps = deployments(spec, read_rows(args.data, *spec["match"]))
+        if args.fit and name == "8b-trtllm":
+            rate, queue, obj = fit_host(deps)
+            print(f"fit: host_output_tokens_per_s {rate:.0f}, host_queue_s {queue:.3f} (objective {obj:.3f})")
+        points = predict(deps)
         everything[name] = points
         print(summary(name, points), flush=True)
     if args.json:

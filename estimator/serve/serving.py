@@ -14,6 +14,8 @@ server past its KV capacity).
 
 Step times (launch and scheduling terms apart, estimator/serve/launch.py):
   prefill step: k prompts packed up to max_num_tokens (k = max(1, min(W, max_num_tokens // isl)));
+    where requests join at every step (vLLM, SGLang) k is the arrivals of one step, at most
+    ceil(W / (osl - 1 + n_c)), at least 1;
     a prompt longer than max_num_tokens takes n_c = ceil(isl / max_num_tokens) chunk steps (chunked
     prefill), each priced as E_pre(1, isl) / n_c;  T_pre = E_pre(k, isl) (eager);
   mixed step (in-flight batching): a prefill step in which the W - k decoding requests also advance:
@@ -29,6 +31,9 @@ S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: ha
 SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures,
 (own prefill + decode phase) / W (fitted shape, frameworks.yaml `admission_wait`).
   TTFT = wait + n_c T_mix;  E2E = TTFT + sum of its osl - 1 step times.
+Host limit (TensorRT-LLM, fitted): the server's host handles at most R output tokens/s (detokenising
+and streaming); at utilisation rho = tokens/s / R the TTFT gains host_queue_s x rho / (1 - rho) (an
+M/M/1 wait, rho capped at 0.95), and past rho = 1 the host paces the decode (TPOT x rho).
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
 """
@@ -47,6 +52,7 @@ from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
 
 KEYS = ("isl", "osl", "concurrency")
+HOST_RHO_CAP = 0.95  # the host queue's utilisation is capped: past it the host paces the decode instead
 
 
 class ServeError(UserError):
@@ -143,6 +149,10 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     isl, osl, budget = work.isl, work.osl, int(fw.max_num_tokens)
     n_c = math.ceil(isl / budget)
     k = 1 if n_c > 1 else max(1, min(w, budget // isl))
+    if work.batching == "inflight" and fw.admission_wait == "half_step":
+        # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
+        # one step, W / (osl - 1 + n_c) on average (at least one prompt)
+        k = min(k, max(1, math.ceil(w / (osl - 1 + n_c))))
     groups = math.ceil(w / k)
     pre = prefill_step(steps, fw, k, isl, n_c)
     pasts = np.arange(isl, isl + osl - 1)
@@ -172,8 +182,17 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         ttft = queue_in + n_c * t_mix
         e2e = ttft + decode_total
         cycle = e2e
-    queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     notes = []
+    host = fw.host_output_tokens_per_s
+    if host:  # the host's output-token rate (serving.md 4: TTFT blows up near it)
+        rho = w * osl / cycle / float(host)
+        if rho > 1.0:  # the host paces the decode
+            tpot, cycle, e2e = tpot * rho, cycle * rho, ttft + (e2e - ttft) * rho
+            notes.append(f"host-bound: output tokens limited to {host:,.0f}/s")
+        rho_q = min(rho, HOST_RHO_CAP)
+        host_wait = float(fw.host_queue_s) * rho_q / (1.0 - rho_q)
+        ttft, e2e, queue_in = ttft + host_wait, e2e + host_wait, queue_in + host_wait
+    queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     if work.concurrency > w:
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
     tokens_per_s = w * osl / cycle
