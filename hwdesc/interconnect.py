@@ -18,7 +18,8 @@ fractions of this GPU's own link bandwidth (so they carry over to another GPU th
     nccl:   {<op>: {<protocol>: {alpha_s, step_s, bus_efficiency: [at 2, 4, 8 GPUs]}}}
             op in all_reduce, all_gather, reduce_scatter, all_to_all; protocol in ll, ll128, simple
     nvls:   {alpha_s, bus_efficiency, min_gpus}   (all-reduce with NVLink SHARP, fp16/bf16/fp32)
-    custom: {oneshot: {alpha_s, step_s, bus_efficiency}, twoshot: {...}}  (framework custom all-reduce)
+    custom: {oneshot | twoshot | multimem: {alpha_s, step_s, bus_efficiency}}  (framework all-reduce
+            kernels: estimator/serve/custom_allreduce.yaml)
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ GROUP = "interconnect"
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 PROTOCOLS = ("ll", "ll128", "simple")
 EFFICIENCY_GROUPS = (2, 4, 8)  # the group sizes the bus efficiencies are fitted at (nearest smaller used)
-CUSTOM_ALGORITHMS = ("oneshot", "twoshot")
+CUSTOM_ALGORITHMS = ("oneshot", "twoshot", "multimem")
 _FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 
 

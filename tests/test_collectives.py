@@ -31,7 +31,8 @@ def _hw(sharp: bool = True, domain: int = 8, simple_only: bool = False):
     consts = CollectiveConstants(
         nccl={op_: protos for op_ in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
         nvls=Line(20e-6, 0.0, (0.8,)), nvls_min_gpus=8,
-        custom={"oneshot": Line(3e-6, 0.1e-6, (0.5,)), "twoshot": Line(10e-6, 0.5e-6, (0.5,))},
+        custom={"oneshot": Line(3e-6, 0.1e-6, (0.5,)), "twoshot": Line(10e-6, 0.5e-6, (0.5,)),
+                "multimem": Line(6e-6, 0.25e-6, (0.4,))},
         source="test")
     ic = Interconnect(4, LINK, domain, sharp, 8, "pcie", 50e9, 25e9, consts)
     return dataclasses.replace(hwdesc.load("h100-sxm"), interconnect=ic)
@@ -93,26 +94,34 @@ def test_group_beyond_the_nvlink_domain_uses_the_scale_out_link():
 
 def test_trtllm_takes_the_faster_of_oneshot_and_nccl():
     hw = _hw(sharp=False, simple_only=True)
+    over = coll.frameworks()["trtllm"].graph_overhead_s
     small = coll.collective_cost("AllReduce", 64 * 1024, 8, hw, framework="trtllm", graphed=True)
-    # one-shot: 3 + 7 * 0.1 us + 7 * 64 KiB / 200 GB/s = 3.7 + 2.29 = 5.99 us; ring: 19 + ... us
-    assert close(small.estimate_s, 3e-6 + 0.7e-6 + 7 * 64 * 1024 / (0.5 * LINK))
+    # one-shot: 3 + 7 * 0.1 us + overhead + 7 * 64 KiB / 200 GB/s = 3.7 us + 2.29 us; ring: 19 + ... us
+    assert close(small.estimate_s, 3e-6 + 0.7e-6 + over + 7 * 64 * 1024 / (0.5 * LINK))
     assert (small.algorithm, small.protocol) == ("oneshot", "custom")
     big = coll.collective_cost("AllReduce", 4 * MiB, 8, hw, framework="trtllm", graphed=True)
     # one-shot 3.7 us + 7 * 4 MiB / 200 GB/s = 150.5 us; ring 19 us + 1.75 * 4 MiB / 200 GB/s = 55.7 us
     assert big.algorithm == "ring"
 
 
-def test_vllm_thresholds_and_workspace():
-    hw = _hw(sharp=False, simple_only=True)
+def test_vllm_routes_custom_then_symmetric_memory_then_nccl():
+    hw = _hw(simple_only=True)
     over = coll.frameworks()["vllm"].graph_overhead_s
     a = coll.collective_cost("AllReduce", 128 * 1024, 8, hw, framework="vllm", graphed=True)
-    assert a.algorithm == "oneshot"  # below vLLM's 256 KiB one-stage limit at 8 GPUs
-    b = coll.collective_cost("AllReduce", 1 * MiB, 8, hw, framework="vllm", graphed=True)
-    # two-shot: 10 + 7 * 0.5 us + overhead + 1.75 * 1 MiB / 200 GB/s = 13.5 us + 9.18 us
+    assert a.algorithm == "oneshot"  # custom all-reduce up to 256 KiB at 8 GPUs, one-stage below it
+    b = coll.collective_cost("AllReduce", 1 * MiB, 4, hw, framework="vllm", graphed=True)
+    # 4 GPUs, 1 MiB >= 512 KiB: two-shot: 10 + 3 * 0.5 us + overhead + 1.5 * 1 MiB / 200 GB/s (7.86 us)
     assert b.algorithm == "twoshot"
-    assert close(b.estimate_s, 10e-6 + 3.5e-6 + over + 1.75 * MiB / (0.5 * LINK))
-    c = coll.collective_cost("AllReduce", 16 * MiB, 8, hw, framework="vllm", graphed=True)
-    assert c.algorithm == "ring"  # beyond the 8 MiB workspace: NCCL
+    assert close(b.estimate_s, 10e-6 + 1.5e-6 + over + 1.5 * MiB / (0.5 * LINK))
+    c = coll.collective_cost("AllReduce", 8 * MiB, 8, hw, framework="vllm", graphed=True)
+    # beyond 256 KiB at 8 GPUs: symmetric memory (multimem): 6 + 7 * 0.25 us + overhead + N / 160 GB/s
+    assert c.algorithm == "multimem"
+    assert close(c.estimate_s, 6e-6 + 1.75e-6 + over + 8 * MiB / (0.4 * LINK))
+    d = coll.collective_cost("AllReduce", 8 * MiB, 8, _hw(sharp=False, simple_only=True), framework="vllm",
+                             graphed=True)
+    assert d.algorithm == "ring"  # no NVLink SHARP: no multimem, NCCL
+    e = coll.collective_cost("AllReduce", 256 * MiB, 8, hw, framework="vllm", graphed=True)
+    assert e.algorithm in ("ring", "nvls")  # beyond symmetric memory's 128 MiB: NCCL
     two = coll.collective_cost("AllReduce", 4 * MiB, 2, hw, framework="vllm", graphed=True)
     assert two.algorithm == "oneshot"  # always one-stage on two GPUs
 
@@ -123,9 +132,10 @@ def test_eager_call_copies_into_the_buffer_and_pays_the_host():
     graphed = coll.collective_cost("AllReduce", 4 * MiB, 8, hw, framework="vllm", graphed=True)
     eager = coll.collective_cost("AllReduce", 4 * MiB, 8, hw, framework="vllm", graphed=False)
     copy = 2 * 4 * MiB / (DRAM * DRAM_EFF)  # read + write the input at achievable DRAM speed: 3.05 us
-    assert close(eager.estimate_s, max(fw.eager_host_s, float(graphed.estimate_s) + copy))
+    assert graphed.algorithm == "ring"  # no NVLink SHARP here: beyond 256 KiB at 8 GPUs vLLM uses NCCL
+    assert close(eager.estimate_s, max(fw.host_s(8), float(graphed.estimate_s) + copy))
     tiny = coll.collective_cost("AllReduce", 256, 8, hw, framework="vllm", graphed=False)
-    assert close(tiny.estimate_s, fw.eager_host_s)  # host-bound
+    assert close(tiny.estimate_s, fw.host_s(8))  # host-bound
 
 
 def test_symbolic_message_is_a_piecewise_that_agrees_with_numbers():

@@ -53,6 +53,8 @@ def block(consts: dict, family: str) -> str:
     lines.append(f"    nvls: {_line(nvls)}")
     lines.append("    custom:")
     for name, line in consts["custom"].items():
+        if name == "multimem":  # NVLink SHARP too: the same carry-over as NVLS
+            line = {**line, "bus_efficiency": min(line["bus_efficiency"] * scale, 2.0)}
         lines.append(f"      {name}: {_line(line)}")
     return "\n".join(lines) + "\n"
 

@@ -2,8 +2,10 @@
 ReduceScatter, which the sharding passes insert in the same domain) and the pipeline send (estimator Send).
 
 Counting rule: no FLOPs (NB: a reduction's adds are hidden under the link time); DRAM bytes = the input
-read once and the output written once. The Work carries the message (`Comm`) that estimator/price.py
-hands to the collective model (estimator/serve/collectives.py):
+read once and the output written once, the output's size from the collective's semantics (the input's;
+all-gather group_size times it, reduce-scatter 1/group_size of it), so an output shape that shape
+inference left unknown (onnxruntime's contrib ops) does not matter. The Work carries the message
+(`Comm`) that estimator/price.py hands to the collective model (estimator/serve/collectives.py):
 - AllReduce, AllToAll, ReduceScatter: the input's bytes;
 - AllGather (attribute `axis`): the gathered output's bytes (the input's times group_size);
 - Send (attribute `peer_stage`): the input's bytes, between two GPUs.
@@ -34,16 +36,18 @@ def group_size(op: OpView) -> int:
     return group
 
 
-def _work(op: OpView, kind: str, nbytes, group: int) -> Work:
+def _work(op: OpView, kind: str, nbytes, written, group: int) -> Work:
     x = op.input(0)
-    written = sum((traffic(t) for t in op.outputs if t is not None), start=0)
     return Work({}, traffic(x), written, Comm(kind, nbytes, group, x.dtype))
 
 
 @register("AllReduce", "AllToAll", "ReduceScatter", domain=DOMAIN)
 def reduce_like(op: OpView) -> Work:
-    """All-reduce / all-to-all / reduce-scatter: the message is the input (the total buffer)."""
-    return _work(op, op.op_type, op.input(0).nbytes, group_size(op))
+    """All-reduce / all-to-all / reduce-scatter: the message is the input (the total buffer); the output
+    is the input's size (reduce-scatter: 1/group_size of it)."""
+    group, x = group_size(op), op.input(0)
+    written = x.nbytes / group if op.op_type == "ReduceScatter" else x.nbytes
+    return _work(op, op.op_type, x.nbytes, written, group)
 
 
 @register("AllGather", domain=DOMAIN)
@@ -54,7 +58,7 @@ def all_gather(op: OpView) -> Work:
     axis = op.attr("axis", 0)
     if not -len(x.shape) <= axis < max(len(x.shape), 1):
         raise CostError(f"AllGather: axis {axis} out of range for rank {len(x.shape)}")
-    return _work(op, "AllGather", group * x.nbytes, group)
+    return _work(op, "AllGather", group * x.nbytes, group * x.nbytes, group)
 
 
 @register("Send", domain="estimator")

@@ -66,19 +66,26 @@ class CollectiveCost:
 
 
 @dataclass(frozen=True)
+class Route:
+    """One of a framework's all-reduce paths (custom_allreduce.yaml `paths`)."""
+
+    kernels: tuple[str, ...]  # oneshot, twoshot, multimem
+    max_bytes: dict[int, float]  # by group size; a group size not listed is not admitted
+    oneshot_max_bytes: dict[int, float | None]
+    eager_host_s: float | None  # None: the framework's
+
+
+@dataclass(frozen=True)
 class Framework:
     name: str
-    algorithms: tuple[str, ...]
-    oneshot_max_bytes: dict[int, float | None]
-    workspace_bytes: dict[int, float]
-    versus_nccl: str  # "min" or "custom"
+    routes: tuple[Route, ...]
+    versus_nccl: str  # "min" or "first"
     graph_overhead_s: float
-    eager_host_s: float
+    eager_host_s: dict[int, float]  # by group size (the largest listed size <= the group)
 
-    def by_group(self, table: dict[int, float | None], group: int) -> float | None:
-        """The entry of the largest listed group size <= `group` (None where none is listed)."""
-        keys = [k for k in sorted(table) if k <= group]
-        return table[keys[-1]] if keys else None
+    def host_s(self, group: int) -> float:
+        keys = [k for k in sorted(self.eager_host_s) if k <= group] or sorted(self.eager_host_s)
+        return self.eager_host_s[keys[-1]]
 
 
 @dataclass(frozen=True)
@@ -110,12 +117,11 @@ def collective_cost(kind: str, nbytes, group: int, hw: HardwareDescriptor, *, dt
     fw = frameworks().get(framework) if framework else None
     if framework and fw is None:
         raise CollectiveError(f"unknown framework {framework!r} (known: {', '.join(frameworks())})")
+    if fw is not None and not graphed:
+        best = _eager(best, nbytes, hw, fw.host_s(group))
     if fw is not None and op == "all_reduce" and _custom_possible(hw, group):
-        best = _framework(fw, best, nbytes, group, hw, link)
+        best = _framework(fw, best, nbytes, group, hw, link, graphed)
     time = best.time
-    if fw is not None and not graphed:  # NB: eager: the input is copied into the registered buffer
-        copy_s = 2 * nbytes / (hw.dram_bytes_per_s * hw.efficiency["dram"])
-        time = sympy.Max(sympy.Float(fw.eager_host_s), time + copy_s)
     names = list(dict.fromkeys(best.names))
     algorithm = "|".join(dict.fromkeys(a for a, _ in names))
     protocol = "|".join(dict.fromkeys(p for _, p in names))
@@ -172,29 +178,47 @@ def _custom_possible(hw: HardwareDescriptor, group: int) -> bool:
     return ic.on_nvlink(group) and group <= ic.gpus_per_node and bool(ic.collectives.custom)
 
 
+def _eager(option: _Option, nbytes: Expr, hw: HardwareDescriptor, host_s: float) -> _Option:
+    """Outside a CUDA graph: the host's time per call, or the kernel after copying the input into the
+    registered buffer. NB: the copy is charged to NCCL calls too (the measured eager rows show it)."""
+    copy_s = 2 * nbytes / (hw.dram_bytes_per_s * hw.efficiency["dram"])
+    return _Option(sympy.Max(sympy.Float(host_s), option.time + copy_s), option.names)
+
+
+def _kernel(name: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float,
+            overhead_s: float) -> _Option | None:
+    """A custom kernel's time (None where the GPU has no constants for it, or multimem lacks NVLS)."""
+    line = hw.interconnect.collectives.custom.get(name)
+    if line is None or (name == "multimem" and not hw.interconnect.nvlink_sharp):
+        return None
+    traffic = {"oneshot": group - 1, "twoshot": sympy.Rational(2 * (group - 1), group)}.get(name, 1)
+    time = (line.alpha_s + (group - 1) * line.step_s + overhead_s
+            + traffic * nbytes / (line.efficiency(group) * link))
+    return _Option(time, ((name, "custom"),))
+
+
 def _framework(fw: Framework, nccl: _Option, nbytes: Expr, group: int, hw: HardwareDescriptor,
-               link: float) -> _Option:
-    """The framework's choice between its custom kernels and NCCL."""
-    custom = hw.interconnect.collectives.custom
-    lines = {}
-    for name in fw.algorithms:
-        if name not in custom:
+               link: float, graphed: bool) -> _Option:
+    """The framework's choice: its first route that admits the message (versus NCCL as it decides)."""
+    chosen = nccl
+    for route in reversed(fw.routes):
+        limit = route.max_bytes.get(group)
+        kernels = {k: _kernel(k, nbytes, group, hw, link, fw.graph_overhead_s) for k in route.kernels}
+        kernels = {k: v for k, v in kernels.items() if v is not None}
+        if limit is None or not kernels:
             continue
-        line = custom[name]
-        traffic = (group - 1) if name == "oneshot" else sympy.Rational(2 * (group - 1), group)
-        lines[name] = _Option(line.alpha_s + (group - 1) * line.step_s + fw.graph_overhead_s
-                              + traffic * nbytes / (line.efficiency(group) * link), ((name, "custom"),))
-    if not lines:
-        return nccl
-    threshold = fw.by_group(fw.oneshot_max_bytes, group)
-    if threshold is not None and {"oneshot", "twoshot"} <= set(lines):
-        chosen = _when(nbytes < threshold, lines["oneshot"], lines["twoshot"])
-    else:
-        chosen = _fastest(list(lines.values()))
-    if fw.versus_nccl == "min":
-        chosen = _fastest([chosen, nccl])
-    workspace = fw.by_group(fw.workspace_bytes, group)
-    return chosen if workspace is None else _when(nbytes <= workspace, chosen, nccl)
+        threshold = route.oneshot_max_bytes.get(group, "none")
+        if route.oneshot_max_bytes and {"oneshot", "twoshot"} <= set(kernels) and threshold != "none":
+            option = kernels["oneshot"] if threshold is None else _when(
+                nbytes < threshold, kernels["oneshot"], kernels["twoshot"])
+        else:
+            option = _fastest(list(kernels.values()))
+        if not graphed:
+            option = _eager(option, nbytes, hw, route.eager_host_s or fw.host_s(group))
+        if fw.versus_nccl == "min":
+            option = _fastest([option, nccl])
+        chosen = _when(nbytes <= limit, option, chosen)
+    return chosen
 
 
 def _fastest(options: list[_Option]) -> _Option:
@@ -214,21 +238,28 @@ def _when(cond, yes: _Option, no: _Option) -> _Option:
     return _Option(sympy.Piecewise((yes.time, cond), (no.time, True)), yes.names + no.names)
 
 
+def _value(entry, default=None):
+    """A {value, source} entry's value, or a plain value."""
+    if entry is None:
+        return default
+    return entry["value"] if isinstance(entry, dict) and "value" in entry else entry
+
+
+def _by_group(entry) -> dict:
+    return {int(k): (None if v is None else float(v)) for k, v in (_value(entry) or {}).items()}
+
+
 @functools.lru_cache(maxsize=1)
 def frameworks() -> dict[str, Framework]:
     """The frameworks of custom_allreduce.yaml, by name."""
     raw = yaml.safe_load(FRAMEWORKS_FILE.read_text())
     out = {}
     for name, fw in raw.items():
-        def value(key: str, default=None, fw=fw):
-            entry = fw.get(key, default)
-            return entry["value"] if isinstance(entry, dict) and "value" in entry else entry
-
-        out[name] = Framework(
-            name=name, algorithms=tuple(fw["algorithms"]),
-            oneshot_max_bytes={int(k): (None if v is None else float(v))
-                               for k, v in (value("oneshot_max_bytes") or {}).items()},
-            workspace_bytes={int(k): float(v) for k, v in (value("workspace_bytes") or {}).items()},
-            versus_nccl=fw["versus_nccl"], graph_overhead_s=float(value("graph_overhead_s", 0.0)),
-            eager_host_s=float(value("eager_host_s", 0.0)))
+        routes = tuple(Route(tuple(r["kernels"]), _by_group(r.get("max_bytes")),
+                             _by_group(r.get("oneshot_max_bytes")), _value(r.get("eager_host_s")))
+                       for r in fw["paths"])
+        host = _value(fw.get("eager_host_s"), 0.0)
+        host = _by_group(fw["eager_host_s"]) if isinstance(host, dict) else {1: float(host)}
+        out[name] = Framework(name, routes, fw["versus_nccl"], float(_value(fw.get("graph_overhead_s"), 0.0)),
+                              host)
     return out
