@@ -111,7 +111,7 @@ def _op_cell(p: PricedKernel) -> str:
     text = str(size.evalf(4)) + " B"
     if size.is_number:
         v = float(size)
-        text = next((f"{v / s:.3g} {u}" for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+        text = next((f"{v / s:.4g} {u}" for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
                      if v >= s), f"{v:.0f} B")
     return f"{c['op']} {text} x{c['group']} {c['algorithm']}/{c['protocol']}"
 
