@@ -87,3 +87,35 @@ def test_serve_text_defines_tpot(capsys):
     code, out, _ = cli(capsys, "--model", "llama-tiny", "--serve", "isl=64,osl=8,concurrency=2", "--roofline")
     assert code == 0
     assert "TPOT = (E2E - TTFT) / (osl - 1)" in out and "memory per GPU" in out and "TTFT" in out
+
+
+def test_kv_precision_fp8_halves_the_kv_per_token(capsys):
+    args = ("--model", "llama-tiny", "--memory", "--precision", "bf16", "--json", "--roofline")
+    _, out16, _ = cli(capsys, *args)
+    code, out8, _ = cli(capsys, *args, "--kv-precision", "fp8")
+    assert code == 0
+    kv16 = json.loads(out16)["memory"]["kv_per_token"]
+    assert kv16 == 2 * 2 * 2 * 16 * 2  # (k, v) x 2 layers x 2 kv heads x head_dim 16 x bf16
+    assert json.loads(out8)["memory"]["kv_per_token"] == kv16 / 2
+
+
+def test_tp_list_sweep_prints_the_pareto_front_and_plots(capsys, tmp_path):
+    plot = tmp_path / "pareto.png"
+    code, out, _ = cli(
+        capsys,
+        "--model",
+        "llama-tiny",
+        "--tp",
+        "1,2",
+        "--serve",
+        "isl=64,osl=8,concurrency=1",
+        "--sweep",
+        "concurrency=1,4",
+        "--plot",
+        str(plot),
+        "--roofline",
+    )
+    assert code == 0 and plot.stat().st_size > 0
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [(r[0], r[1]) for r in rows] == [("1", "1"), ("1", "4"), ("2", "1"), ("2", "4")]
+    assert any(r[-1] == "*" for r in rows)  # at least one point on the front

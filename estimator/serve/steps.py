@@ -81,7 +81,7 @@ class Steps:
         self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
         self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
         self.activations: Liveness = liveness(first[-1].graph, [k.kernel for k in first[-1].kernels])
-        kv = [kv_bytes_per_token(_retyped(v.decode, opts), opts.kv_precision) for v in variants]
+        kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
         self.kv_per_token = float(self._combine(kv))
         self.decode_kernels = 0
 
@@ -122,14 +122,21 @@ def _as_array(value, like) -> np.ndarray:
 
 
 def _retyped(graph: Graph, opts: Options) -> Graph:
-    from estimator.precision import check_precision, retype
+    """`graph` at the deployed precision, its KV cache (past inputs, presents) at --kv-precision."""
+    from dataclasses import replace as _replace
 
-    return retype(graph, check_precision(opts.precision, opts.hw)) if opts.precision else graph
+    from estimator.precision import check_precision, retype
+    from estimator.serve.liveness import cache_tensors
+
+    g = retype(graph, check_precision(opts.precision, opts.hw)) if opts.precision else graph
+    if opts.kv_precision:
+        kv = check_precision(opts.kv_precision, opts.hw)
+        g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
+    return g
 
 
 def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:
-    return estimate(graph, opts.hw, precision=opts.precision, dims=dims, pipeline=opts.pipeline,
-                    tiling=opts.tiling,
+    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline, tiling=opts.tiling,
                     framework=opts.framework.name if opts.framework.custom_allreduce else None)
 
 
