@@ -233,3 +233,25 @@ def test_estimate_with_a_framework_prices_the_custom_all_reduce(tmp_path):
     [b] = [p.timing for p in trt.kernels if p.kernel.kind == "communication"]
     assert b.comm["algorithm"] == "oneshot"
     assert float(b.estimate_s) < float(a.estimate_s)  # a 128 KiB custom all-reduce beats NCCL's floor
+
+
+def test_onnx_import_keeps_shapes_through_the_collectives():
+    """onnxruntime's shape inference does not know the collectives; estimator/frontends/collective_shapes.py
+    gives their outputs shapes, so the ops after them are costed."""
+    from estimator.frontends.onnx_import import import_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["t", 512])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)
+    ms = "com.microsoft"
+    nodes = [helper.make_node("AllGather", ["x"], ["g"], domain=ms, group_size=4, axis=1, name="ag"),
+             helper.make_node("AllReduce", ["g"], ["r"], domain=ms, group_size=4, name="ar"),
+             helper.make_node("ReduceScatter", ["r"], ["s"], domain=ms, group_size=4, axis=1, name="rs"),
+             helper.make_node("Add", ["r", "g"], ["y"], name="add")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(ms, 1)])
+    g = import_model(model)
+    t = sympy.Symbol("t", integer=True, positive=True)
+    assert g.tensors["g"].shape == (t, 2048)  # gathered along axis 1: 4 x 512
+    assert g.tensors["r"].shape == (t, 2048)
+    assert g.tensors["s"].shape == (t, 512)  # scattered back along axis 1
+    assert g.tensors["y"].shape == (t, 2048)
