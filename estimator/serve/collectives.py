@@ -16,12 +16,15 @@ NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp
 domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
 about once). A send is one all-gather step of two GPUs: t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
 
-Custom all-reduce (framework given, all-reduce, group within one node on NVLink, message within the
-framework's workspace; estimator/serve/custom_allreduce.yaml says how each framework chooses):
-    one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)
-    two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta * link)
-    + the framework's graph_overhead_s; outside a CUDA graph (graphed=False) a framework call also copies
-    its input into the registered buffer (2 * nbytes at DRAM speed) and takes at least eager_host_s.
+A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
+estimator/serve/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
+admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
+    one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)        (push to every peer)
+    two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta(g) * link)  (reduce-scatter + gather)
+    multimem  t = alpha + (g-1) * step + nbytes / (eta * link)                (symmetric memory on NVLS)
+    + the framework's graph_overhead_s. Outside a CUDA graph (graphed=False) every framework call also
+    copies its input into the registered buffer (2 * nbytes at DRAM speed) and takes at least the host
+    time per call (the framework's by group size, or the route's).
 `link` is the per-direction bandwidth per GPU of `hw.interconnect.link_bytes_per_s(group)`; the alphas,
 steps and etas are the descriptor's fitted `interconnect.collectives` (tools/calibrate_comm.py).
 
