@@ -7,6 +7,8 @@ inside CUDA graphs. A step adds (limiter `launch`):
   eager (prefill and mixed steps by default; a decode batch beyond the largest captured size):
       step = max(gpu, kernels x eager_launch_s_per_kernel) + step_overhead_s
       (the host enqueues kernels while the GPU runs them: whichever is slower sets the pace)
+  a request's own prefill also waits layers x prefill_dispatch_s_per_layer (vLLM's per-layer dispatch,
+  TTFT only, as aiconfigurator calibrates it)
 `launch_s` is what the step costs beyond its GPU time and the scheduler's overhead, so the output shows
 what CUDA graphs buy. Figures per framework: estimator/serve/frameworks.yaml.
 """
@@ -71,3 +73,9 @@ def prefill_step(steps, fw: Framework, prompts: int, isl: int, chunks: int) -> S
     if fw.prefill_graphed:
         return StepCost(gpu, float(fw.graph_launch_s), float(fw.step_overhead_s), True, prompts, kernels)
     return StepCost(gpu, float(_eager(gpu, kernels, fw)), float(fw.step_overhead_s), False, prompts, kernels)
+
+
+def prefill_dispatch_s(steps, fw: Framework) -> float:
+    """The framework's per-layer host dispatch of a request's own prefill (vLLM: aiconfigurator's
+    calibration adds it to TTFT only; decoding requests riding along do not wait for it)."""
+    return float(fw.prefill_dispatch_s_per_layer) * getattr(steps, "layers", 0)

@@ -30,7 +30,8 @@ plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request
 S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: half a step (vLLM,
 SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures,
 (own prefill + decode phase) / W (fitted shape, frameworks.yaml `admission_wait`).
-  TTFT = wait + n_c T_mix;  E2E = TTFT + sum of its osl - 1 step times.
+  TTFT = wait + n_c T_mix (+ the framework's per-layer prefill dispatch, launch.py);
+  E2E = TTFT + sum of its osl - 1 step times.
 Host limit (TensorRT-LLM, fitted): the server's host handles at most R output tokens/s (detokenising
 and streaming); at utilisation rho = tokens/s / R the TTFT gains host_queue_s x rho / (1 - rho) (an
 M/M/1 wait, rho capped at 0.95), and past rho = 1 the host paces the decode (TPOT x rho).
@@ -47,7 +48,7 @@ import numpy as np
 
 from estimator.errors import UserError
 from estimator.serve.frameworks import Framework
-from estimator.serve.launch import StepCost, decode_step, prefill_step
+from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
 
@@ -160,7 +161,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     mean_dec = decode_step(steps, fw, w, np.array([isl + osl // 2]))
     if work.batching == "static":
         group_end = np.cumsum([pre.step_s * n_c] * groups)
-        ttft = float(group_end.mean())
+        ttft = float(group_end.mean()) + prefill_dispatch_s(steps, fw)
         prefill_all = float(group_end[-1])
         decode_total = float(dec_steps.step_s.sum())
         e2e = prefill_all + decode_total
@@ -179,7 +180,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         lifetime = decode_total + n_c * t_mix
         join = lifetime / w if fw.admission_wait == "departure_interval" else 0.5 * avg_step
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
-        ttft = queue_in + n_c * t_mix
+        ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
         e2e = ttft + decode_total
         cycle = e2e
     notes = []

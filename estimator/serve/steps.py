@@ -31,7 +31,7 @@ import sympy
 
 from estimator.estimate import Result, estimate, group_totals, weight_bytes
 from estimator.frontends.onnx_import import import_model
-from estimator.ir import Expr, Graph, dim
+from estimator.ir import Expr, Graph, bind, dim
 from estimator.serve.frameworks import Framework
 from estimator.serve.liveness import Liveness, liveness
 from estimator.serve.memory import kv_bytes_per_token
@@ -70,17 +70,25 @@ class Steps:
     the batch bound stays symbolic in past_seq, so the osl - 1 steps are one lambdified expression),
     a prefill step per (batch, seq)."""
 
-    def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...]) -> None:
-        self.variants, self.opts, self.decisions = variants, opts, decisions
+    def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...],
+                 layers: int = 0) -> None:
+        self.variants, self.opts, self.decisions, self.layers = variants, opts, decisions, layers
         self._decode: dict[int, tuple] = {}
         self._prefill: dict[tuple[int, int], float] = {}
-        self.decode_results: dict[int, list[Result]] = {}
-        act_seq = int(opts.framework.max_num_tokens)
-        first = [_price(v.prefill, opts, {"batch": 1, "seq": act_seq}) for v in variants]
-        self._prefill[(1, act_seq)] = self._combine(float(r.totals["estimate_s"]) for r in first)
+        self._symbolic = None  # roofline pricing: one expression per step in every dim
+        act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
+        if opts.tiling:
+            first = [_price(v.prefill, opts, act) for v in variants]
+            self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
+            act_graph = first[-1].graph
+        else:
+            first = [_price(v.prefill, opts, {}) for v in variants]
+            self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
+                v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))), "numpy")}
+            act_graph = bind(first[-1].graph, act)
         self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
         self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
-        self.activations: Liveness = liveness(first[-1].graph, [k.kernel for k in first[-1].kernels])
+        self.activations: Liveness = liveness(act_graph, [k.kernel for k in first[-1].kernels])
         kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
         self.kv_per_token = float(self._combine(kv))
         self.decode_kernels = 0
@@ -89,17 +97,25 @@ class Steps:
         return sum(v.weight * x for v, x in zip(self.variants, values, strict=True))
 
     def _decode_fns(self, batch: int):
+        if not self.opts.tiling:  # one expression in (batch, past_seq) for every batch
+            if "decode" not in self._symbolic:
+                self._symbolic["decode"] = self._decode_exprs({}, (BATCH, PAST))
+            fns = self._symbolic["decode"]
+            return (lambda past: fns[0](batch, past)), (lambda past: fns[1](batch, past))
         hit = self._decode.get(batch)
         if hit is None:
-            results = [_price(v.decode, self.opts, {"batch": batch}) for v in self.variants]
-            pairs = list(zip(self.variants, results, strict=True))
-            total = sympy.Add(*(v.weight * r.totals["estimate_s"] for v, r in pairs))
-            ctx = sympy.Add(*(v.weight * _context_part(r) for v, r in pairs))
-            self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
-            hit = (sympy.lambdify(PAST, total, "numpy"), sympy.lambdify(PAST, ctx, "numpy"))
+            hit = self._decode_exprs({"batch": batch}, PAST)
             self._decode[batch] = hit
-            self.decode_results[batch] = results
         return hit
+
+    def _decode_exprs(self, dims: dict[str, int], args):
+        """Lambdified (E_dec, E_ctx) of the decode step with `dims` bound, in `args`."""
+        results = [_price(v.decode, self.opts, dims) for v in self.variants]
+        pairs = list(zip(self.variants, results, strict=True))
+        total = sympy.Add(*(v.weight * r.totals["estimate_s"] for v, r in pairs))
+        ctx = sympy.Add(*(v.weight * _context_part(r) for v, r in pairs))
+        self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
+        return sympy.lambdify(args, total, "numpy"), sympy.lambdify(args, ctx, "numpy")
 
     def decode(self, batch: int, past) -> np.ndarray:
         """E_dec at `batch` over an array (or a number) of past lengths."""
@@ -110,6 +126,8 @@ class Steps:
 
     def prefill(self, batch: int, seq: int) -> float:
         key = (batch, seq)
+        if self._symbolic is not None:
+            return float(self._symbolic["prefill"](batch, seq))
         if key not in self._prefill:
             self._prefill[key] = self._combine(
                 float(_price(v.prefill, self.opts, {"batch": batch, "seq": seq}).totals["estimate_s"])
@@ -182,4 +200,4 @@ def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
         v, decisions = sharded_variant(import_model(build(base + "-decode", c, "decode")),
                                        import_model(build(base, c, "prefill")), opts.tp, weight)
         variants.append(v)
-    return Steps(variants, opts, decisions)
+    return Steps(variants, opts, decisions, layers)
