@@ -23,6 +23,7 @@ tenth of a second.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -192,12 +193,20 @@ def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
         from estimator.errors import UserError
 
         raise UserError(f"--serve needs a bundled decoder model with a -decode variant, not {name!r}")
-    build, cfg, layers = found
+    layers = found[2]
     depths = [(layers, 1)] if not fold_layers or layers <= 2 else [(1, 2 - layers), (2, layers - 1)]
     variants, decisions = [], ()
     for n, weight in depths:
-        c = replace(cfg, num_layers=n)
-        v, decisions = sharded_variant(import_model(build(base + "-decode", c, "decode")),
-                                       import_model(build(base, c, "prefill")), opts.tp, weight)
+        decode, prefill = imported(base, n)
+        v, decisions = sharded_variant(decode, prefill, opts.tp, weight)
         variants.append(v)
     return Steps(variants, opts, decisions, layers)
+
+
+@functools.lru_cache(maxsize=8)
+def imported(base: str, layers: int) -> tuple[Graph, Graph]:
+    """The (decode, prefill) graphs of bundled model `base` built with `layers` layers, imported once
+    per process (they do not depend on the GPU, the TP size or the framework; passes never mutate)."""
+    build, cfg, _ = bundled_config(base)
+    c = replace(cfg, num_layers=layers)
+    return import_model(build(base + "-decode", c, "decode")), import_model(build(base, c, "prefill"))
