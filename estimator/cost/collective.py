@@ -10,7 +10,8 @@ inference left unknown (onnxruntime's contrib ops) does not matter. The Work car
 - AllGather (attribute `axis`): the gathered output's bytes (the input's times group_size);
 - Send (attribute `peer_stage`): the input's bytes, between two GPUs.
 The group is the integer attribute `group_size`, as onnxruntime's ops have it; a collective without it
-is bad input (the sharding passes set it from --tp), not an uncosted op.
+is bad input (the sharding passes set it from --tp), not an uncosted op. NB: --tp shards an unsharded
+decoder; it does not size the collectives of a graph exported already sharded.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ class CollectiveNodeError(UserError):
 def group_size(op: OpView) -> int:
     group = op.attr("group_size")
     if group is None:
-        raise CollectiveNodeError(f"node {op.node.name!r} ({op.node.qualified_op}): no group_size attribute; "
-                                  f"set it, or give --tp N to shard the model and size its collectives")
+        raise CollectiveNodeError(f"node {op.node.name!r} ({op.node.qualified_op}): no group_size attribute "
+                                  f"(how many GPUs it spans); set it on the node (the collectives --tp "
+                                  f"inserts carry it)")
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
         raise CollectiveNodeError(f"node {op.node.name!r} ({op.node.qualified_op}): group_size must be an "
                                   f"integer >= 1, got {group!r}")
