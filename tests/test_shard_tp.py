@@ -117,3 +117,17 @@ def test_fused_qkv_with_split_is_sharded_by_heads():
     assert _shape(res.graph, "q") == ("b", "s", 4) and _shape(res.graph, "qh") == ("b", "s", 1, 4)
     assert _shape(res.graph, "wo") == (4, 8)
     assert "2 query heads -> 1, 2 kv heads -> 1, head_dim 4" in res.decisions[0]
+
+
+def test_transformers_export_is_sharded_the_same_way(tmp_path):
+    pytest.importorskip("transformers")
+    from estimator.frontends.onnx_import import import_file
+    from models import hf_tiny
+
+    g = import_file(str(hf_tiny.export("llama", tmp_path / "llama.onnx")))  # torch.onnx dynamo names
+    res = shard_tp(g, 2)
+    kinds = [d.split(":")[0] for d in res.decisions]
+    assert kinds == ["attention", "mlp", "attention", "mlp", "embedding", "lm_head"]
+    assert "4 query heads -> 2, 2 kv heads -> 1, head_dim 16" in res.decisions[0]
+    ops = [n.op_type for n in res.graph.topo_nodes()]
+    assert ops.count("AllReduce") == 5 and ops.count("AllGather") == 1
