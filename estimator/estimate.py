@@ -75,14 +75,17 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
              dims: Mapping[str, int] | None = None, pipeline: str = DEFAULT_PIPELINE,
              strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False,
              tiling: bool = False, warm_inputs: bool | Iterable[str] = False,
-             kernel_sass: Mapping | None = None) -> Result:
+             kernel_sass: Mapping | None = None, framework: str | None = None,
+             comm_graphed: bool = True) -> Result:
     """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
     lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result.
     `tiling`: give every kernel a tile plan on `hw` (estimator/tiling) and price it at tile level, with
     L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
     L2 when they fit. Without
     `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py.
-    `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a compiled kernel for that node's GEMM)."""
+    `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a compiled kernel for that node's GEMM).
+    `framework` (trtllm, vllm, sglang; None: plain NCCL) and `comm_graphed` (inside a CUDA graph) say how
+    collective kernels are priced (estimator/serve/collectives.py)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
     graph = bind_dims(graph, dims)
@@ -115,7 +118,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
             k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            timings[k.signature] = price(k.work, hw, plan, k.kind, k.op)
+            timings[k.signature] = price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
                   "custom")

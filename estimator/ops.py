@@ -44,6 +44,7 @@ MOVEMENT = frozenset({
     "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Concat", "Split", "Slice",
     "Pad", "Transpose", "Expand", "Tile", "Resize", "TopK", "DepthToSpace", "SpaceToDepth", "Trilu",
     "OneHot", "NonZero", "Compress", "ReverseSequence",
+    "KvAppend",  # estimator domain: passes/kv_inplace.py
 })
 QUANTIZATION = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
 # Pure views: no data moves; the runtime reinterprets the buffer.
@@ -51,6 +52,8 @@ VIEW = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Dro
 # Host-side shape arithmetic (values are shapes, not activations).
 SHAPE = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "Range"})
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+# Collectives between GPUs (com.microsoft contrib ops; Send in the estimator domain): cost/collective.py
+COMMUNICATION = frozenset({"AllReduce", "AllGather", "ReduceScatter", "AllToAll", "Send"})
 RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
 SIGNAL = frozenset({"DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix",
                     "CumSum", "CumProd"})
@@ -72,6 +75,7 @@ _KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("control", CONTROL_FLOW),
     ("recurrent", RECURRENT),
     ("signal", SIGNAL),
+    ("communication", COMMUNICATION),
 )
 
 

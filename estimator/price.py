@@ -10,6 +10,9 @@ kernels of a listed class, the op type first, then the kernel kind:
 estimate_s = max(bound_s / roofline, min_kernel_s) + the class's op_overhead_s
 The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
 may not be decidable; then every term that is not provably smaller is named ("compute|memory").
+A collective (a Work with `comm`, estimator/cost/collective.py) is priced by the collective model
+instead (estimator/serve/collectives.py: bound = its bytes over the link's peak, estimate = the NCCL or
+the framework's custom all-reduce time), limiter `communication`.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Timing:
     compute_s: Expr  # slowest unit at peak
     memory_s: Expr  # DRAM bytes at peak bandwidth
     terms: Mapping[str, Expr]  # the estimate's terms: "compute", "memory", "launch" (estimate = their max)
+    comm: Mapping[str, object] | None = None  # collectives: {"op", "bytes", "group", "algorithm", "protocol"}
 
 
 def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
@@ -81,10 +85,13 @@ def kernel_class(hw: HardwareDescriptor, kind: str | None, op: str | None) -> Ma
 
 
 def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None,
-          op: str | None = None) -> Timing:
+          op: str | None = None, framework: str | None = None, comm_graphed: bool = True) -> Timing:
     """The kernel's Timing; with a `plan` (estimator.tiling.plan.TilePlan, set when the tiling step ran)
     the estimate is the plan's tile-level one, see `_tiled`; a kernel whose class (`op` type or `kind`)
-    the descriptor lists is priced by `_classed`."""
+    the descriptor lists is priced by `_classed`; a collective by `_communication` (`framework`: the
+    serving framework whose custom all-reduce it may use, `comm_graphed`: inside a CUDA graph)."""
+    if work.comm is not None:
+        return _communication(work, hw, framework, comm_graphed)
     if plan is not None:
         return _tiled(work, hw, plan)
     figures = kernel_class(hw, kind, op)
@@ -145,3 +152,15 @@ def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
         estimate_s = estimate_s + eff["op_overhead_s"]
     terms = {k: sympy.sympify(v) for k, v in plan.terms.items()}
     return Timing(bound_s, estimate_s, plan.limiter, compute_s, memory_s, MappingProxyType(terms))
+
+
+def _communication(work: Work, hw: HardwareDescriptor, framework: str | None, graphed: bool) -> Timing:
+    from estimator.serve.collectives import collective_cost  # the serve package builds on this module
+
+    c = work.comm
+    cost = collective_cost(c.op, c.nbytes, c.group, hw, dtype=c.dtype, framework=framework, graphed=graphed)
+    memory_s = work.dram_bytes / hw.dram_bytes_per_s
+    detail = {"op": c.op, "bytes": c.nbytes, "group": c.group, "algorithm": cost.algorithm,
+              "protocol": cost.protocol}
+    return Timing(cost.bound_s, cost.estimate_s, "communication", sympy.Integer(0), memory_s,
+                  MappingProxyType({"communication": cost.estimate_s}), MappingProxyType(detail))

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from hwdesc.interconnect import GROUP as INTERCONNECT
+from hwdesc.interconnect import Interconnect
+from hwdesc.interconnect import parse as parse_interconnect
+
 SCHEMA_VERSION = 1
 FAMILIES = frozenset({"ampere", "hopper", "blackwell", "blackwell-rtx", "cpu"})
 CPU_FAMILY = "cpu"  # a host measured by estimator/host.py: no tensor cores, no compute capability
@@ -83,6 +87,8 @@ class HardwareDescriptor:
     l2_bytes_per_s: float | None = None  # peak L2 read bandwidth; None where the file gives none
     # class -> {"roofline": fraction, "op_overhead_s": seconds (absent: 0)}; empty where the file gives none
     kernel_classes: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
+    # links between GPUs and the fitted collective constants (hwdesc/interconnect.py); None where absent
+    interconnect: Interconnect | None = None
 
     def __hash__(self) -> int:  # the Mapping fields are unhashable; name + file identify a descriptor
         return hash((self.name, self.path))
@@ -178,7 +184,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     """
     v = _Validator(path)
     raw = v.mapping(raw, "")
-    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES) - {KERNEL_CLASSES})
+    unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES) - {KERNEL_CLASSES, INTERCONNECT})
     if unknown:
         raise v.fail(unknown[0], "unknown top-level key (typo?)")
     missing = sorted(TOP_LEVEL_KEYS - set(raw))
@@ -236,6 +242,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
         path=path,
         l2_bytes_per_s=optional.get("l2_bytes_per_s"),
         kernel_classes=MappingProxyType(classes),
+        interconnect=parse_interconnect(v.fail, raw[INTERCONNECT]) if INTERCONNECT in raw else None,
     )
 
 

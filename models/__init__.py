@@ -56,6 +56,11 @@ def _registry() -> dict[str, ModelSpec]:
                         {"batch": 1, "past_seq": 4096}),
         *_decoder_specs(llama, "llama-3-70b", llama.LLAMA_3_70B, {"batch": 1, "seq": 2048},
                         {"batch": 1, "past_seq": 4096}),
+        # The Llama 3.1 names users type; the llama-3-* entries stay.
+        *_decoder_specs(llama, "llama-3.1-8b", llama.LLAMA_3_1_8B, {"batch": 1, "seq": 2048},
+                        {"batch": 1, "past_seq": 4096}),
+        *_decoder_specs(llama, "llama-3.1-70b", llama.LLAMA_3_1_70B, {"batch": 1, "seq": 2048},
+                        {"batch": 1, "past_seq": 4096}),
         _encoder_spec(bert, "bert-base", bert.BERT_BASE, {"batch": 1, "seq": 128}),
         _encoder_spec(resnet, "resnet50", resnet.RESNET50, {"batch": 1}),
     ]

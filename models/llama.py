@@ -63,6 +63,18 @@ LLAMA_3_70B = LlamaConfig(
     num_layers=80, hidden=8192, num_heads=64, num_kv_heads=8, ffn=28672, vocab=128256, max_pos=8192,
     rope_theta=500000.0, rms_eps=1e-5, weights="external",
 )
+# https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json and .../Llama-3.1-70B: the
+# Llama-3 shapes with a 128k context (max_position_embeddings 131072).
+# NB: Llama 3.1's "llama3" rope scaling (factor 8) changes the cos/sin table values only, not a shape or
+# a cost, so the tables here are the unscaled ones.
+LLAMA_3_1_8B = LlamaConfig(
+    num_layers=32, hidden=4096, num_heads=32, num_kv_heads=8, ffn=14336, vocab=128256, max_pos=131072,
+    rope_theta=500000.0, rms_eps=1e-5, weights="external",
+)
+LLAMA_3_1_70B = LlamaConfig(
+    num_layers=80, hidden=8192, num_heads=64, num_kv_heads=8, ffn=28672, vocab=128256, max_pos=131072,
+    rope_theta=500000.0, rms_eps=1e-5, weights="external",
+)
 
 
 def describe(cfg: LlamaConfig, mode: str) -> str:

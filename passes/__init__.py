@@ -8,6 +8,8 @@ from passes import (  # noqa: F401  (registers their passes)
     fuse_epilogue,
     fuse_norm,
     fuse_patterns,
+    kv_inplace,
+    last_token_logits,
 )
 from passes.pipeline import PassResult, Pipeline, PipelineError, available_passes, register_pass
 from passes.strategies import DEFAULT_STRATEGY, STRATEGIES, pipeline_for

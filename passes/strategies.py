@@ -12,6 +12,8 @@ fixed patterns, then epilogues, then generic vertical fusion of what is left.
 - tensorrt: TensorRT(-LLM)'s fusions: attention (fMHA), norms with their residual Add, GEMM epilogues, and
   the rotary and gated-MLP patterns its plugins fuse; other pointwise chains stay separate.
 - max: every rule the estimator knows: the most an inference compiler could fuse.
+ort, tensorrt and max also append the KV cache in place (kv-inplace: a decode step writes only
+its new rows, as every serving engine's paged cache does); none keeps the literal Concat copy.
 The default is tensorrt, the deployment most users target.
 """
 
@@ -19,10 +21,12 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-bias-act",
+    "ort": "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-bias-act",
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
-    "max": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,fuse-elementwise",
+    "tensorrt": "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
+    "max": (
+        "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,fuse-elementwise"
+    ),
 }
 DEFAULT_STRATEGY = "tensorrt"
 

@@ -2,6 +2,8 @@
 
     python tools/calibrate.py [--data ../shared/calibration/h100_sxm] [--arch h100-sxm] [--sample 6000]
                               [--write]
+    python tools/calibrate.py --comm [--write] [--keep-nccl]   (the collective constants:
+                                                                tools/calibrate_comm.py)
 
 Tables (see the data's README): bf16 GEMMs, context (prefill) attention and generation (decode) attention
 measured on an H100 SXM. Each row becomes the graph tools/kernel_graphs.py builds for it; the graph of a
@@ -349,6 +351,11 @@ def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--comm" in argv:  # the collective constants: tools/calibrate_comm.py (its own options follow)
+        import calibrate_comm
+
+        return calibrate_comm.main([a for a in argv if a != "--comm"])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--arch", default="h100-sxm")

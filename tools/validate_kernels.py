@@ -1,7 +1,8 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
     python tools/validate_kernels.py --data ../shared/calibration/h100_sxm --arch h100-sxm [--warm-inputs]
-                                     [--tables gemm,fp8,context,generation] [--sample N] [--json OUT]
+                                     [--tables gemm,fp8,context,generation,nccl,allreduce] [--sample N]
+                                     [--json OUT]
 
 Every row becomes the ONNX graph tools/kernel_graphs.py builds for it (a MatMul y = x . W^T with W an
 initializer; RoPE + opset-23 Attention for context attention; Attention over a KV cache for generation),
@@ -12,7 +13,8 @@ Reported, per table and regime (GEMM: m <= 64, 64 < m <= 1024, m > 1024; attenti
 sequences): bound violations (measured below the bound: the model is wrong there), and
 |estimate - measured| / measured as median and 90th percentile. fp8 GEMM rows (per-tensor `fp8` and
 1x128 block-scaled `fp8_block`) time the activation's quantization too (a QuantizeLinear kernel is in
-their graph) and are reported on their own.
+their graph) and are reported on their own. `nccl` and `allreduce` are the collective tables
+(nccl.csv.gz, custom_allreduce.csv.gz; tools/validate_comm.py), per op or framework and GPU count.
 
 `--warm-inputs`: activations start resident in L2 when they fit, as in the benchmarks (which rotate
 weights, not activations). The KV cache of generation rows is never warm: those tables do not keep it in
@@ -36,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tools"))
 
 import kernel_graphs  # noqa: E402
+import validate_comm  # noqa: E402
 from calibrate import DEFAULT_DATA, read_table, select  # noqa: E402
 
 import hwdesc  # noqa: E402
@@ -117,7 +120,8 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
 
 
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict:
-    rows = rows_of(data, table)
+    comm = table in validate_comm.TABLES  # collectives: tools/validate_comm.py
+    rows = validate_comm.rows_of(data, table) if comm else rows_of(data, table)
     n = len(rows["t"])
     idx = np.arange(n)
     if sample and sample < n:
@@ -128,15 +132,22 @@ def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) ->
     cache: dict[tuple, tuple[float, float]] = {}  # one estimate per distinct shape and dtypes
     for j in range(len(idx)):
         row = {k: v[j] for k, v in rows.items()}
-        key = tuple(v for k, v in sorted(row.items()) if k != "t")
-        if key not in cache:
+        if comm:
+            key = validate_comm.key_of(table, row)
+        else:
+            key = tuple(v for k, v in sorted(row.items()) if k != "t")
+        if key in cache:
+            pass
+        elif comm:
+            cache[key] = validate_comm.price(table, row, hw)
+        else:
             model, retype, warm_names = model_of(table, row)
             cache[key] = price(model, hw, retype, warm_names if warm else False)
         bound[j], est[j] = cache[key]
     meas = rows["t"]
     out = {"table": table, "sampled": bool(sample and sample < n), "rows_in_table": n,
            "seconds": round(time.time() - start, 1), "all": summarize(meas, bound, est), "regimes": {}}
-    for label, mask in regimes(table, rows):
+    for label, mask in (validate_comm.regimes if comm else regimes)(table, rows):
         if mask.any():
             out["regimes"][label] = summarize(meas[mask], bound[mask], est[mask])
     return out
@@ -160,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--arch", default="h100-sxm")
     ap.add_argument("--warm-inputs", action="store_true")
-    ap.add_argument("--tables", default="gemm,fp8,context,generation")
+    ap.add_argument("--tables", default="gemm,fp8,context,generation,nccl,allreduce")
     ap.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the results as JSON here")

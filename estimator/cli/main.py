@@ -29,8 +29,9 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-# estimator.cli.report comes first: with --report/--recommend/--trace it also draws a --sweep itself.
-MODES: list[str] = ["estimator.cli.report",
+# estimator.cli.serve comes first (with --serve it runs a `--sweep concurrency=` itself), then
+# estimator.cli.report (with --report/--recommend/--trace it also draws a --sweep itself).
+MODES: list[str] = ["estimator.cli.serve", "estimator.cli.report",
                     "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
                     "estimator.sass.mode"]
 

@@ -2,9 +2,11 @@
 
 from estimator.cost import (  # noqa: F401  (imported for their @register side effects)
     attention,
+    collective,
     conv,
     einsum,
     elementwise,
+    kv_append,
     matmul,
     misc,
     movement,

@@ -33,12 +33,26 @@ class CostError(ValueError):
 
 
 @dataclass(frozen=True)
+class Comm:
+    """A collective's message (estimator/cost/collective.py): the op type (AllReduce, AllGather,
+    ReduceScatter, AllToAll, Send), its bytes as nccl-tests count them (the total buffer), the GPUs in
+    the group and the element dtype. A Work with a Comm is priced by the collective model."""
+
+    op: str
+    nbytes: Expr
+    group: int
+    dtype: str
+
+
+@dataclass(frozen=True)
 class Work:
-    """What a kernel must do: flops per (unit, dtype) and DRAM bytes. All sympy expressions."""
+    """What a kernel must do: flops per (unit, dtype) and DRAM bytes. All sympy expressions; a
+    collective also carries its message (`comm`)."""
 
     flops: Mapping[tuple[str, str], Expr] = field(default_factory=lambda: MappingProxyType({}))
     bytes_read: Expr = ZERO
     bytes_written: Expr = ZERO
+    comm: Comm | None = None
 
     def __post_init__(self) -> None:
         clean = {k: sympy.sympify(v) for k, v in dict(self.flops).items() if sympy.sympify(v) != 0}
@@ -58,7 +72,8 @@ class Work:
         flops = dict(self.flops)
         for k, v in other.flops.items():
             flops[k] = flops.get(k, ZERO) + v
-        return Work(flops, self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written)
+        return Work(flops, self.bytes_read + other.bytes_read, self.bytes_written + other.bytes_written,
+                    self.comm or other.comm)
 
 
 FREE = Work()  # a view or host-side op: no kernel, no traffic

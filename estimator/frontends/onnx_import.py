@@ -143,6 +143,8 @@ def _ssi_class():
 
 
 def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
+    from estimator.frontends import collective_shapes
+
     SymbolicShapeInference = _ssi_class()  # noqa: N806 - onnxruntime's class
 
     logging.getLogger("onnxruntime.tools.symbolic_shape_infer").setLevel(logging.ERROR)
@@ -150,6 +152,7 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
     # The public infer_shapes() writes a temp file into the CWD when inference is incomplete and then
     # raises; run its steps here instead and keep the partial result (onnx fills what it can after).
     ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
+    collective_shapes.install(ssi)  # the com.microsoft collectives it does not know
     ssi._preprocess(model)
     complete = False
     while ssi.run_:

@@ -65,6 +65,7 @@ def to_json(result: Result) -> dict[str, Any]:
                 "estimate_s": jsonable(tm.estimate_s),
                 "limiter": tm.limiter,
                 **_tile_json(p.kernel.tile),
+                **_comm_json(tm),
             }
         kernels.append({"name": p.kernel.name, "nodes": [n.name for n in p.kernel.nodes],
                         "kind": p.kernel.kind, "op": p.kernel.op, **cache[sig]})
@@ -92,6 +93,27 @@ def _tile_json(plan) -> dict[str, Any]:
             "waves": None if plan.waves is None else jsonable(plan.waves),
             "wave_eff": None if plan.wave_eff is None else jsonable(plan.wave_eff),
             "tensor_util": None if plan.tensor_util is None else jsonable(plan.tensor_util)}
+
+
+def _comm_json(tm) -> dict[str, Any]:
+    """Collectives only: {"comm": {"op", "bytes", "group", "algorithm", "protocol"}}."""
+    if tm.comm is None:
+        return {}
+    return {"comm": {k: jsonable(v) if k == "bytes" else v for k, v in tm.comm.items()}}
+
+
+def _op_cell(p: PricedKernel) -> str:
+    """The op; a collective adds its message size, group and algorithm ("AllReduce 128 KiB x8 oneshot")."""
+    c = p.timing.comm
+    if c is None:
+        return p.kernel.op
+    size = sympy.sympify(c["bytes"])
+    text = str(size.evalf(4)) + " B"
+    if size.is_number:
+        v = float(size)
+        text = next((f"{v / s:.4g} {u}" for s, u in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
+                     if v >= s), f"{v:.0f} B")
+    return f"{c['op']} {text} x{c['group']} {c['algorithm']}/{c['protocol']}"
 
 
 def _tile_cells(plan) -> list[str]:
@@ -174,7 +196,7 @@ def _ranked(result: Result, top: int) -> list[str]:
         intensity = _num(w.total_flops) / _num(w.dram_bytes) if _num(w.dram_bytes) else float("inf")
         ridge = kernel_ridge(result, p)
         each = _num(tm.estimate_s)
-        rows.append([str(i), _clip(p.kernel.name, 44), p.kernel.op, str(len(ps)), show(each, "s"),
+        rows.append([str(i), _clip(p.kernel.name, 44), _op_cell(p), str(len(ps)), show(each, "s"),
                      show(each * len(ps), "s"), f"{100 * each * len(ps) / total:.1f}%", show(tm.bound_s, "s"),
                      tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}",
                      *_tile_cells(p.kernel.tile)])

@@ -1,0 +1,53 @@
+"""A deployment end to end: model + GPU + TP + framework -> priced steps, memory plan, serving metrics.
+
+`Deployment.build` prices the steps once (estimator/serve/steps.py); `serve(workload)` then evaluates
+any request stream against them (a sweep over concurrencies re-uses one Deployment). A model that does
+not fit is a finding: `smallest_fitting_tp` re-shards the decode graph at larger TPs and reports the
+first whose memory plan holds one sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from estimator.serve.frameworks import Framework
+from estimator.serve.memory import Memory, plan_memory
+from estimator.serve.serving import ServeResult, Workload, serve
+from estimator.serve.steps import Options, Steps, model_steps
+
+TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass
+class Deployment:
+    model: str
+    opts: Options
+    steps: Steps
+    memory: Memory
+
+    @classmethod
+    def build(cls, model: str, opts: Options, fold: bool = True) -> Deployment:
+        steps = model_steps(model, opts, fold_layers=fold)
+        memory = plan_memory(opts.hw, opts.framework, opts.tp, steps.weights_bytes, steps.kv_per_token,
+                             steps.activations)
+        return cls(model, opts, steps, memory)
+
+    @property
+    def framework(self) -> Framework:
+        return self.opts.framework
+
+    def serve(self, work: Workload) -> ServeResult:
+        return serve(self.steps, self.memory, self.framework, work, self.opts.tp)
+
+
+def smallest_fitting_tp(model: str, opts: Options, work: Workload) -> int | None:
+    """The smallest TP (above opts.tp, within the NVLink domain when the descriptor says) that fits."""
+    domain = getattr(getattr(opts.hw, "interconnect", None), "nvlink_domain_gpus", None) or 8
+    for tp in (t for t in TP_CANDIDATES if opts.tp < t <= max(domain, 8)):
+        try:
+            dep = Deployment.build(model, replace(opts, tp=tp))
+        except Exception:  # noqa: BLE001  (a TP that cannot shard this model is skipped)
+            continue
+        if dep.memory.fits(work.isl, work.osl):
+            return tp
+    return None

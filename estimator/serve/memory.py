@@ -1,0 +1,110 @@
+"""Memory per GPU of a deployment: what is resident, what is left for the KV cache, how much fits.
+
+Counting rules (one GPU of a tp-way group; the graphs are one GPU's, after passes/shard_tp.py):
+- weights      = the sharded graph's stored weights at the deployed precision (estimator.estimate
+                 weight_bytes: replicated norms and RoPE tables included);
+- kv_per_token = over the present-cache outputs of the sharded decode graph, bytes per (sequence,
+                 position) at the KV precision: 2 x layers x ceil(kv_heads/tp) x head_dim x bytes for a
+                 Llama (the 2 is key and value);
+- activations  = the liveness peak (estimator/serve/liveness.py) of the sharded prefill graph at the
+                 framework's max tokens per step, KV cache excluded;
+- comm buffers = the framework's NCCL / custom all-reduce buffers at this TP (frameworks.yaml);
+- reserve      = the framework's runtime reserve (CUDA context, cuBLAS workspace, graph pools).
+KV budget: `of_free` (TensorRT-LLM) = (device - non_kv) x fraction; `of_total` (vLLM, SGLang) =
+device x fraction - non_kv; device = the memory the runtime reports (frameworks.device_memory_bytes).
+Capacity: floor(budget / kv_per_token) rounded down to whole blocks of tokens_per_block.
+Admission: `reserve` policies hold ceil_block(isl + osl) tokens per sequence; `on_demand` ones
+ceil_block(isl + osl/2) on average (NB: vLLM preempts when the estimate is exceeded; not modelled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import sympy
+
+from estimator.dtypes import itemsize
+from estimator.ir import Graph, dim
+from estimator.serve.frameworks import Framework, device_memory_bytes
+from estimator.serve.liveness import Liveness, cache_tensors
+from hwdesc import HardwareDescriptor
+
+
+@dataclass(frozen=True)
+class Memory:
+    device_bytes: float
+    weights_bytes: float
+    activations_bytes: float
+    activations_peak_kernel: str | None
+    comm_buffers_bytes: float
+    reserve_bytes: float
+    kv_bytes_per_token: float
+    kv_budget_bytes: float
+    kv_capacity_tokens: int
+    tokens_per_block: int
+    kv_policy: str
+
+    @property
+    def non_kv_bytes(self) -> float:
+        return self.weights_bytes + self.activations_bytes + self.comm_buffers_bytes + self.reserve_bytes
+
+    def tokens_per_sequence(self, isl: int, osl: int) -> int:
+        """KV tokens a sequence holds: its whole length reserved, or about half its output on demand."""
+        held = isl + osl if self.kv_policy == "reserve" else isl + math.ceil(osl / 2)
+        return _ceil_block(held, self.tokens_per_block)
+
+    def max_concurrency(self, isl: int, osl: int) -> int:
+        return self.kv_capacity_tokens // self.tokens_per_sequence(isl, osl)
+
+    def largest_batch(self, context: int) -> int:
+        """The most sequences of `context` tokens the cache holds."""
+        return self.kv_capacity_tokens // _ceil_block(context, self.tokens_per_block)
+
+    def longest_context(self, batch: int) -> int:
+        """The longest context (tokens, whole blocks) `batch` sequences can each hold."""
+        per = self.kv_capacity_tokens // max(batch, 1)
+        return per - per % self.tokens_per_block
+
+    def fits(self, isl: int, osl: int) -> bool:
+        return self.kv_budget_bytes > 0 and self.max_concurrency(isl, osl) >= 1
+
+    def to_json(self) -> dict:
+        return {"weights": self.weights_bytes, "activations": self.activations_bytes,
+                "comm_buffers": self.comm_buffers_bytes, "reserve": self.reserve_bytes,
+                "kv_cache": max(self.kv_budget_bytes, 0.0), "device": self.device_bytes,
+                "kv_per_token": self.kv_bytes_per_token}
+
+
+def _ceil_block(tokens: int, block: int) -> int:
+    return -(-tokens // block) * block
+
+
+def kv_bytes_per_token(decode: Graph, kv_dtype: str | None) -> float:
+    """Bytes per cached token of one sequence: the growth of the present caches per past position.
+
+    `decode` is the (sharded) decode graph with `past_seq` free; kv_dtype None keeps the graph's."""
+    past, total = dim("past_seq"), sympy.Integer(0)
+    presents = [o for o in decode.outputs if o in cache_tensors(decode)]
+    for name in presents:
+        t = decode.tensors[name]
+        numel = t.numel.subs({s: 1 for s in t.numel.free_symbols if s != past})
+        total += sympy.diff(numel, past) * itemsize(kv_dtype or t.dtype)
+    if not presents or not total.is_number:
+        raise ValueError(f"{decode.name}: no present KV cache growing in past_seq")
+    return float(total)
+
+
+def plan_memory(hw: HardwareDescriptor, fw: Framework, tp: int, weights_bytes: float,
+                kv_per_token: float, activations: Liveness) -> Memory:
+    device = device_memory_bytes(hw)
+    act = float(activations.peak_bytes)
+    comm = fw.comm_buffer_bytes(tp)
+    reserve = float(fw.runtime_reserve_bytes)
+    non_kv = weights_bytes + act + comm + reserve
+    fraction = float(fw.kv_memory_fraction)
+    budget = (device - non_kv) * fraction if fw.kv_budget_rule == "of_free" else device * fraction - non_kv
+    block = int(fw.tokens_per_block)
+    tokens = int(max(budget, 0.0) // kv_per_token)
+    return Memory(device, weights_bytes, act, activations.peak_kernel, comm, reserve, kv_per_token, budget,
+                  tokens - tokens % block, block, str(fw.kv_policy))

@@ -1,0 +1,212 @@
+"""One GPU's priced serving steps: the decode step and the prefill step of a (sharded) decoder, as the
+estimator prices them, kept symbolic in their dims so the serving model can evaluate every step.
+
+- decode: the decode graph, sharded (passes/shard_tp.py), priced by `estimate()` with `batch` bound
+  and `past_seq` free (tile plans need the batch; the context stays an expression): the step's GPU
+  time E_dec(batch, past_seq), its attention part E_ctx (kinds attention and movement: the score path
+  and the cache append, which grow with the context) and its kernel count;
+- prefill: the prefill graph with logits for the last position only (passes/last_token_logits.py),
+  sharded, priced at each (batch, seq) asked: E_pre(batch, seq) and its kernel count;
+- memory inputs: the sharded weights, the KV bytes per token, the activation peak at the framework's
+  max tokens per step (estimator/serve/liveness.py).
+One price per kernel: these are the totals of the priced kernels, never a second model.
+
+Layer folding (`fold=True`, bundled Llama-family models only): the decoder is built with 1 and with 2
+layers; every per-model figure f of the L-layer model is f(1) + (L - 1) x (f(2) - f(1)), i.e. the
+1-layer figure weighted 2 - L and the 2-layer one L - 1. This is exact
+for the totals, because identical layers lower to kernels of identical signatures priced identically
+(estimate() sums by signature), and for the KV and weight bytes; the activation peak is the 2-layer
+graph's (NB: the peak is per layer, except where the lm_head's output dominates). It makes a sweep over
+TP sizes cheap: the 80-layer 70B graph takes seconds to build, shard and price, its 2-layer form a
+tenth of a second.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from functools import partial
+
+import numpy as np
+import sympy
+
+from estimator.estimate import Result, estimate, group_totals, weight_bytes
+from estimator.frontends.onnx_import import import_model
+from estimator.ir import Expr, Graph, bind, dim
+from estimator.serve.frameworks import Framework
+from estimator.serve.liveness import Liveness, liveness
+from estimator.serve.memory import kv_bytes_per_token
+from hwdesc import HardwareDescriptor
+from passes.last_token_logits import last_token_logits
+from passes.shard_tp import shard_tp
+
+BATCH, SEQ, PAST = dim("batch"), dim("seq"), dim("past_seq")
+CONTEXT_KINDS = ("attention", "movement")  # decode kernels whose time grows with the context
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the deployment is priced (everything but the request stream)."""
+
+    hw: HardwareDescriptor
+    tp: int
+    precision: str | None
+    kv_precision: str | None
+    pipeline: str
+    framework: Framework
+    tiling: bool = True
+
+
+@dataclass
+class _Variant:
+    """One pair of sharded graphs and the weight its figures carry in the model's total."""
+
+    decode: Graph  # sharded, past_seq and batch free
+    prefill: Graph  # sharded, last-token logits
+    weight: int
+
+
+class Steps:
+    """Priced steps of one GPU, evaluated lazily and cached: a decode step per batch (tiled pricing with
+    the batch bound stays symbolic in past_seq, so the osl - 1 steps are one lambdified expression),
+    a prefill step per (batch, seq)."""
+
+    def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...],
+                 layers: int = 0) -> None:
+        self.variants, self.opts, self.decisions, self.layers = variants, opts, decisions, layers
+        self._decode: dict[int, tuple] = {}
+        self._prefill: dict[tuple[int, int], float] = {}
+        self._symbolic = None  # roofline pricing: one expression per step in every dim
+        act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
+        if opts.tiling:
+            first = [_price(v.prefill, opts, act) for v in variants]
+            self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
+            act_graph = first[-1].graph
+        else:
+            first = [_price(v.prefill, opts, {}) for v in variants]
+            self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
+                v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))), "numpy")}
+            act_graph = bind(first[-1].graph, act)
+        self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
+        self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
+        self.activations: Liveness = liveness(act_graph, [k.kernel for k in first[-1].kernels])
+        kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
+        self.kv_per_token = float(self._combine(kv))
+        self.decode_kernels = 0
+
+    def _combine(self, values) -> float:
+        return sum(v.weight * x for v, x in zip(self.variants, values, strict=True))
+
+    def _decode_fns(self, batch: int):
+        if not self.opts.tiling:  # one expression in (batch, past_seq) for every batch
+            if "decode" not in self._symbolic:
+                self._symbolic["decode"] = self._decode_exprs({}, (BATCH, PAST))
+            fns = self._symbolic["decode"]
+            return (lambda past: fns[0](batch, past)), (lambda past: fns[1](batch, past))
+        hit = self._decode.get(batch)
+        if hit is None:
+            hit = self._decode_exprs({"batch": batch}, PAST)
+            self._decode[batch] = hit
+        return hit
+
+    def _decode_exprs(self, dims: dict[str, int], args):
+        """Lambdified (E_dec, E_ctx) of the decode step with `dims` bound, in `args`."""
+        results = [_price(v.decode, self.opts, dims) for v in self.variants]
+        pairs = list(zip(self.variants, results, strict=True))
+        total = sympy.Add(*(v.weight * r.totals["estimate_s"] for v, r in pairs))
+        ctx = sympy.Add(*(v.weight * _context_part(r) for v, r in pairs))
+        self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
+        return sympy.lambdify(args, total, "numpy"), sympy.lambdify(args, ctx, "numpy")
+
+    def decode(self, batch: int, past) -> np.ndarray:
+        """E_dec at `batch` over an array (or a number) of past lengths."""
+        return _as_array(self._decode_fns(batch)[0](past), past)
+
+    def decode_context(self, batch: int, past) -> np.ndarray:
+        return _as_array(self._decode_fns(batch)[1](past), past)
+
+    def prefill(self, batch: int, seq: int) -> float:
+        key = (batch, seq)
+        if self._symbolic is not None:
+            return float(self._symbolic["prefill"](batch, seq))
+        if key not in self._prefill:
+            self._prefill[key] = self._combine(
+                float(_price(v.prefill, self.opts, {"batch": batch, "seq": seq}).totals["estimate_s"])
+                for v in self.variants)
+        return self._prefill[key]
+
+
+def _as_array(value, like) -> np.ndarray:
+    return np.broadcast_to(np.asarray(value, dtype=float), np.shape(like)).astype(float)
+
+
+def _retyped(graph: Graph, opts: Options) -> Graph:
+    """`graph` at the deployed precision, its KV cache (past inputs, presents) at --kv-precision."""
+    from dataclasses import replace as _replace
+
+    from estimator.precision import check_precision, retype
+    from estimator.serve.liveness import cache_tensors
+
+    g = retype(graph, check_precision(opts.precision, opts.hw)) if opts.precision else graph
+    if opts.kv_precision:
+        kv = check_precision(opts.kv_precision, opts.hw)
+        g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
+    return g
+
+
+def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:
+    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline, tiling=opts.tiling,
+                    framework=opts.framework.name if opts.framework.custom_allreduce else None)
+
+
+def _context_part(result: Result) -> Expr:
+    groups = group_totals(result, "kind")
+    return sympy.Add(*(groups[k]["estimate_s"] for k in CONTEXT_KINDS if k in groups))
+
+
+def sharded_variant(decode: Graph, prefill: Graph, tp: int, weight: int = 1) -> tuple[_Variant, tuple]:
+    dec = shard_tp(decode, tp)
+    pre = shard_tp(last_token_logits(prefill).graph, tp).graph
+    return _Variant(dec.graph, pre, weight), dec.decisions
+
+
+def bundled_config(name: str):
+    """(family build function, config, layer count) of a bundled decoder model, or None."""
+    import models
+
+    base = name.removesuffix("-decode")
+    builder = models._BUILDERS.get(base)  # noqa: SLF001  (the registry's builders are partials)
+    if not isinstance(builder, partial) or len(builder.args) != 3 \
+            or not hasattr(builder.args[1], "num_layers"):
+        return None
+    _, cfg, _ = builder.args
+    return builder.func, cfg, cfg.num_layers
+
+
+def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
+    """Steps of a bundled decoder model (prefill and decode graphs built here)."""
+    import models
+
+    base = name.removesuffix("-decode")
+    found = bundled_config(base)
+    if found is None or f"{base}-decode" not in models.MODELS:
+        from estimator.errors import UserError
+
+        raise UserError(f"--serve needs a bundled decoder model with a -decode variant, not {name!r}")
+    layers = found[2]
+    depths = [(layers, 1)] if not fold_layers or layers <= 2 else [(1, 2 - layers), (2, layers - 1)]
+    variants, decisions = [], ()
+    for n, weight in depths:
+        decode, prefill = imported(base, n)
+        v, decisions = sharded_variant(decode, prefill, opts.tp, weight)
+        variants.append(v)
+    return Steps(variants, opts, decisions, layers)
+
+
+@functools.lru_cache(maxsize=8)
+def imported(base: str, layers: int) -> tuple[Graph, Graph]:
+    """The (decode, prefill) graphs of bundled model `base` built with `layers` layers, imported once
+    per process (they do not depend on the GPU, the TP size or the framework; passes never mutate)."""
+    build, cfg, _ = bundled_config(base)
+    c = replace(cfg, num_layers=layers)
+    return import_model(build(base + "-decode", c, "decode")), import_model(build(base, c, "prefill"))

@@ -1,0 +1,146 @@
+"""The descriptors' `interconnect` group (hwdesc/interconnect.py), the constants writer
+(tools/comm_constants.py) and the calibration's numpy mirror of the collective model
+(tools/calibrate_comm.py)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import hwdesc
+from estimator.serve import collectives as coll
+from hwdesc import HwdescError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import calibrate_comm  # noqa: E402
+import comm_constants  # noqa: E402
+
+
+@pytest.mark.parametrize("arch", hwdesc.list_archs())
+def test_every_bundled_gpu_has_links_and_fitted_collectives(arch):
+    ic = hwdesc.load(arch).interconnect
+    assert ic is not None and ic.collectives is not None
+    assert set(ic.collectives.nccl) == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    assert ic.sources and all(s.strip() for s in ic.sources.values())  # a source per figure
+    assert ic.link_bytes_per_s(2) > 0
+
+
+def test_per_sku_figures():
+    h100, gb200, rtx = (hwdesc.load(a).interconnect for a in ("h100-sxm", "gb200", "rtx-5090"))
+    assert h100.nvlink_bytes_per_s_per_direction == 450e9  # 900 GB/s bidirectional
+    assert (h100.nvlink_domain_gpus, h100.nvlink_sharp, h100.gpus_per_node) == (8, True, 8)
+    assert (gb200.nvlink_domain_gpus, gb200.gpus_per_node) == (72, 4)  # NVL72; 4 GPUs per tray
+    assert gb200.link_bytes_per_s(16) == 900e9  # still NVLink across trays
+    assert h100.link_bytes_per_s(16) == 50e9  # beyond the HGX board: the 400 Gb/s NIC
+    assert rtx.nvlink_generation is None and rtx.link_bytes_per_s(2) == 64e9  # PCIe Gen5 x16
+
+
+def test_blackwell_carries_the_h100_fit_through_its_bandwidth():
+    h100, b200 = hwdesc.load("h100-sxm"), hwdesc.load("b200")
+    a = coll.collective_cost("AllReduce", 64 * 2**20, 8, h100, dtype="int8")
+    b = coll.collective_cost("AllReduce", 64 * 2**20, 8, b200, dtype="int8")
+    assert float(b.estimate_s) < 0.6 * float(a.estimate_s)  # twice the NVLink bandwidth, same latencies
+    nv_h = h100.interconnect.collectives.nvls.bus_efficiency[0]
+    nv_b = b200.interconnect.collectives.nvls.bus_efficiency[0]
+    assert nv_b == pytest.approx(nv_h * 0.74 / 0.85, rel=0.01)  # NCCL's nvlsEfficiency ratio
+
+
+def _raw(arch="h100-sxm") -> dict:
+    return yaml.safe_load((hwdesc.bundled_dir() / f"{arch}.yaml").read_text())
+
+
+def _load(tmp_path, raw) -> hwdesc.HardwareDescriptor:
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return hwdesc.load_file(path)
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda ic: ic.pop("nvlink_domain_gpus"), "interconnect.nvlink_domain_gpus"),
+    (lambda ic: ic.update(nvlink_lanes={"value": 1, "source": "x"}), "interconnect.nvlink_lanes"),
+    (lambda ic: ic["nvlink_sharp"].update(value="yes"), "interconnect.nvlink_sharp.value"),
+    (lambda ic: ic["scaleout_bytes_per_s_per_gpu"].pop("source"), "scaleout_bytes_per_s_per_gpu.source"),
+    (lambda ic: ic["nvlink_generation"].update(value=None), "nvlink_bytes_per_s_per_direction"),
+    (lambda ic: ic["collectives"]["nccl"]["all_reduce"]["ll"].update(alpha_s=-1), "all_reduce.ll.alpha_s"),
+    (lambda ic: ic["collectives"]["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]),
+     "custom.oneshot.bus_efficiency"),
+])
+def test_bad_interconnect_names_the_key(tmp_path, edit, key):
+    raw = _raw()
+    edit(raw["interconnect"])
+    with pytest.raises(HwdescError, match=key.replace(".", r"\.")):
+        _load(tmp_path, raw)
+
+
+def test_a_descriptor_without_interconnect_still_loads(tmp_path):
+    raw = _raw()
+    del raw["interconnect"]
+    assert _load(tmp_path, raw).interconnect is None
+
+
+def test_writer_round_trips_the_constants(tmp_path):
+    shutil.copy(hwdesc.bundled_dir() / "h100-sxm.yaml", tmp_path / "h100-sxm.yaml")
+    consts = {"nccl": {op: {"simple": {"alpha_s": 1e-5, "step_s": 1e-6, "bus_efficiency": [0.5, 0.6, 0.7]}}
+                       for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
+              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8},
+              "custom": {"oneshot": {"alpha_s": 3e-6, "step_s": 1e-7, "bus_efficiency": 0.6}}}
+    assert comm_constants.write(consts, tmp_path) == ["h100-sxm.yaml"]
+    comm_constants.write(consts, tmp_path)  # idempotent: replaces, never duplicates
+    text = (tmp_path / "h100-sxm.yaml").read_text()
+    assert text.count("  collectives:") == 1
+    c = hwdesc.load_file(tmp_path / "h100-sxm.yaml").interconnect.collectives
+    assert c.nccl["all_reduce"]["simple"].bus_efficiency == (0.5, 0.6, 0.7)
+    assert set(c.nccl["all_reduce"]) == {"simple"} and set(c.custom) == {"oneshot"}
+    assert c.nvls.alpha_s == 5e-5
+
+
+SIZES = np.array([2.0**k for k in range(8, 30, 3)])
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "all_to_all"])
+def test_calibration_mirror_agrees_with_the_model_nccl(op):
+    """The fit's numpy evaluation must be the estimator's model, or the fitted constants mean nothing."""
+    hw = hwdesc.load("h100-sxm")
+    consts = _consts(hw)
+    for n in (2, 4, 8):
+        groups = np.full(len(SIZES), n)
+        mirror = calibrate_comm.nccl_times(consts, op, groups, SIZES, np.ones(len(SIZES), bool), 450e9)
+        model = [float(coll.collective_cost(op, b, n, hw, dtype="fp16").estimate_s) for b in SIZES]
+        np.testing.assert_allclose(mirror, np.maximum(mirror, _bounds(op, n, hw)), rtol=1e-9)
+        np.testing.assert_allclose(model, mirror, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("framework", "graphed"), [("trtllm", True), ("vllm", True), ("vllm", False),
+                                                     ("sglang", True), ("sglang", False)])
+def test_calibration_mirror_agrees_with_the_model_frameworks(framework, graphed):
+    hw = hwdesc.load("h100-sxm")
+    consts = _consts(hw)
+    for n in (2, 4, 8):
+        groups = np.full(len(SIZES), n)
+        mirror = calibrate_comm.custom_times(consts, coll.frameworks(), framework, graphed, groups, SIZES, hw,
+                                             450e9)
+        model = [float(coll.collective_cost("AllReduce", b, n, hw, dtype="bf16", framework=framework,
+                                            graphed=graphed).estimate_s) for b in SIZES]
+        np.testing.assert_allclose(model, mirror, rtol=1e-9)
+
+
+def _bounds(op, n, hw):
+    return np.array([float(coll.collective_cost(op, b, n, hw, dtype="fp16").bound_s) for b in SIZES])
+
+
+def _consts(hw) -> dict:
+    """The descriptor's constants as the calibration's nested dict."""
+    c = hw.interconnect.collectives
+
+    def line(x):
+        eff = list(x.bus_efficiency) if len(x.bus_efficiency) > 1 else x.bus_efficiency[0]
+        return {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": eff}
+
+    return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
+            "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus},
+            "custom": {k: line(x) for k, x in c.custom.items()}}

@@ -1,0 +1,134 @@
+"""estimator/serve/serving.py and launch.py on hand-made step costs (numbers worked out beside them)."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from estimator.serve.frameworks import Framework, framework
+from estimator.serve.memory import Memory
+from estimator.serve.serving import ServeError, Workload, parse_workload, serve
+
+
+class FakeSteps:
+    """decode(b, p) = 1 ms + 1 us x b + 1 ns x b x p; prefill(k, isl) = 10 us x k x isl."""
+
+    decode_kernels = 50
+    prefill_kernels = 100
+
+    def decode(self, b, past):
+        return 1e-3 + 1e-6 * b + 1e-9 * b * np.asarray(past, dtype=float)
+
+    def decode_context(self, b, past):
+        return 1e-9 * b * np.asarray(past, dtype=float)
+
+    def prefill(self, k, isl):
+        return 1e-5 * k * isl
+
+
+def _fw(**changes) -> Framework:
+    base = framework("trtllm")
+    values = {
+        **base.values,
+        "max_num_tokens": 1000,
+        "cuda_graph_batch_sizes": [1, 2, 4, 8],
+        "cuda_graph_max_batch": 8,
+        "graph_launch_s": 15e-6,
+        "eager_launch_s_per_kernel": 10e-6,
+        "step_overhead_s": 0.0,
+        "max_batch_size": 64,
+        "host_output_tokens_per_s": None,
+        "host_queue_s": 0.0,
+        **changes,
+    }
+    return replace(base, values=values)
+
+
+def _memory(tokens=10**9):
+    """A memory plan with room for `tokens` cached tokens (blocks of 32, reserved per sequence)."""
+    return Memory(80e9, 0.0, 0.0, None, 0.0, 0.0, 1.0, float(tokens), tokens, 32, "reserve")
+
+
+def test_parse_workload_and_its_errors():
+    assert parse_workload("isl=2048,osl=256,concurrency=32") == Workload(2048, 256, 32)
+    with pytest.raises(ServeError, match="missing key concurrency"):
+        parse_workload("isl=2048,osl=256")
+    with pytest.raises(ServeError, match="expected isl=I,osl=O,concurrency=C"):
+        parse_workload("isl=1,osl=2,concurrency=3,beams=2")
+    with pytest.raises(ServeError, match="must be an integer"):
+        parse_workload("isl=1k,osl=2,concurrency=3")
+
+
+def test_static_batching_sums_every_decode_step():
+    fw = _fw()
+    r = serve(FakeSteps(), _memory(), fw, Workload(100, 11, 4, "static"), gpus=2)
+    prefill = 1e-5 * 4 * 100  # k = min(4, 1000 // 100) prompts in one step: 4 ms; host 100 x 10 us < GPU
+    assert r.ttft_s == pytest.approx(prefill)
+    past_sum = sum(range(100, 110))  # the 10 decode steps see past 100 .. 109
+    decode = 10 * (1e-3 + 4e-6) + 4e-9 * past_sum + 10 * 15e-6  # graphed at batch 4: + graph launch each
+    assert r.e2e_s == pytest.approx(prefill + decode)
+    assert r.tpot_s == pytest.approx(decode / 10)  # (E2E - TTFT) / (osl - 1)
+    assert r.tokens_per_s == pytest.approx(4 * 11 / (prefill + decode))
+    assert r.tokens_per_s_per_gpu == pytest.approx(r.tokens_per_s / 2)
+    assert r.decode.graphed and r.decode.batch == 4
+
+
+def test_inflight_batching_staggers_prefill_groups():
+    fw = _fw(admission_wait="half_step")  # vLLM-like: requests join at every step
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
+    # arrivals per step: ceil(6 / (10 + 1)) = 1 prompt per prefill step -> g = 6 groups; each request sees
+    # the other five groups' prefills as mixed steps: T_mix = 10 us x 1 x 500 + E_ctx(6 - 1, 500 + 5)
+    t_mix = 1e-5 * 1 * 500 + 1e-9 * 5 * 505
+    gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))  # padded to the captured 8
+    decode_total = gen * (10 - 5) / 10 + 5 * t_mix
+    assert r.tpot_s == pytest.approx(decode_total / 10)
+    avg = (decode_total + t_mix) / 11  # S = max(10 + 1, 6) = 11 steps: no idle steps, half a step to join
+    assert r.ttft_s == pytest.approx(0.5 * avg + t_mix)
+    assert r.admitted == 6 and r.queue_s == pytest.approx(0.5 * avg)
+
+
+def test_trtllm_packs_prompts_and_waits_a_departure_interval():
+    fw = _fw(admission_wait="departure_interval")
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
+    # k = 1000 // 500 = 2 prompts per step -> g = 3 groups, 2 mixed steps per decode phase
+    t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
+    gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
+    decode_total = gen * (10 - 2) / 10 + 2 * t_mix
+    join = (decode_total + t_mix) / 6 * 5 / 6  # the interval between departures of the other 5 of 6
+    assert r.ttft_s == pytest.approx(join + t_mix)
+
+
+def test_requests_beyond_the_kv_capacity_queue():
+    fw = _fw()
+    mem = _memory(4 * 1024 + 100)  # room for 4 sequences of ceil_32(1000 + 10) = 1024 tokens
+    assert mem.max_concurrency(1000, 10) == 4
+    small = serve(FakeSteps(), mem, fw, Workload(1000, 10, 4), gpus=1)
+    big = serve(FakeSteps(), mem, fw, Workload(1000, 10, 8), gpus=1)
+    assert big.admitted == 4 and big.notes
+    assert big.ttft_s == pytest.approx(small.ttft_s + (8 / 4 - 1) * small.e2e_s)  # Little: one cycle more
+    assert big.tpot_s == pytest.approx(small.tpot_s)
+
+
+def test_decode_beyond_the_captured_sizes_runs_eager():
+    from estimator.serve.launch import decode_step
+
+    fw = _fw()
+    graphed = decode_step(FakeSteps(), fw, 3, np.array([100]))
+    eager = decode_step(FakeSteps(), fw, 9, np.array([100]))
+    assert graphed.graphed and graphed.batch == 4 and graphed.first().launch_s == 15e-6
+    gpu = 1e-3 + 9e-6 + 9e-9 * 100
+    assert not eager.graphed and eager.first().gpu_s == pytest.approx(gpu)
+    assert eager.first().launch_s == pytest.approx(max(gpu, 50 * 10e-6) - gpu)  # the GPU hides the host
+
+
+def test_host_limit_adds_a_queue_and_paces_the_decode():
+    free = _fw()
+    work = Workload(100, 11, 4, "static")
+    base = serve(FakeSteps(), _memory(), free, work, gpus=1)
+    rate = base.tokens_per_s  # 4 x 11 / E2E tokens/s: the host at exactly this rate -> rho = 1
+    limited = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=2 * rate, host_queue_s=0.1), work, 1)
+    assert limited.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.5 / (1 - 0.5))  # rho = 1/2: M/M/1 wait
+    assert limited.tpot_s == pytest.approx(base.tpot_s)
+    paced = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=rate / 2, host_queue_s=0.1), work, 1)
+    assert paced.tpot_s == pytest.approx(2 * base.tpot_s)  # rho = 2: the host paces the decode
+    assert paced.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.95 / 0.05)  # the queue at its cap

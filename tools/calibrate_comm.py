@@ -1,0 +1,351 @@
+"""Fit the collective model's constants on the H100 tables and print the fit; `--write` puts them into
+every descriptor's `interconnect.collectives` and the framework overheads into
+estimator/serve/custom_allreduce.yaml.
+
+    python tools/calibrate_comm.py [--data ../shared/calibration/h100_sxm] [--write]
+
+Tables (serving.md section 0): nccl.csv.gz (nccl-tests, no CUDA graph: 4 ops x {half, int8} x {2, 4, 8}
+GPUs x 21 sizes; `message_elements` is the total buffer) and custom_allreduce.csv.gz (bf16 custom
+all-reduce of TensorRT-LLM, vLLM and SGLang, graph and eager, 2/4/8 GPUs, 23 sizes).
+
+The model is estimator/serve/collectives.py's; here it is evaluated on numpy arrays (`nccl_times`,
+`custom_times`), and tools/validate_kernels.py checks the written constants through the estimator itself.
+Stages, each a Nelder-Mead search (tools/calibrate.py's) in log space for times and efficiencies,
+minimizing the sum over group sizes of the median plus the 90th percentile of |est - meas| / meas:
+  1. per NCCL op: per protocol (LL, LL128, Simple) alpha_s, step_s and the bus efficiency at 2, 4 and 8
+     GPUs; for all-reduce also the NVLS line (alpha_s, efficiency; fp16 at 8 GPUs, NVLS's min_gpus);
+     then seeded restarts around the best point (the min over lines has local optima);
+  2. custom all-reduce: one-shot, two-shot (efficiency at 2/4/8 GPUs) and multimem kernels (alpha_s,
+     step_s, efficiency), each framework's graph_overhead_s and eager host times (by group size, and
+     for the routes after the first), with each framework's choice (custom_allreduce.yaml routes) and
+     the stage-1 NCCL lines where a framework falls back to NCCL.
+The estimator never reads these tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+import comm_constants  # noqa: E402
+from calibrate import nelder_mead  # noqa: E402
+
+import hwdesc  # noqa: E402
+from estimator.serve import collectives  # noqa: E402
+from hwdesc.interconnect import EFFICIENCY_GROUPS, PROTOCOLS  # noqa: E402
+
+DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
+OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
+       "alltoall": "all_to_all"}
+ELEMENT_BYTES = {"half": 2, "int8": 1, "bfloat16": 2}
+SOURCES = {"TRTLLM": ("trtllm", True), "vLLM_custom_graph": ("vllm", True),
+           "vLLM_custom_eager": ("vllm", False),
+           "SGLang_CustomAllReduce_graph": ("sglang", True),
+           "SGLang_CustomAllReduce_eager": ("sglang", False)}
+# Start: serving.md section 3's three-line fits, as (alpha_s, step_s, efficiency at 2/4/8)
+START = {"ll": (4e-6, 0.5e-6, 0.05), "ll128": (6e-6, 0.5e-6, 0.45), "simple": (25e-6, 1e-6, 0.7)}
+
+
+def read(path: Path) -> dict[str, np.ndarray]:
+    with gzip.open(path, "rt") as f:
+        rows = list(csv.DictReader(f))
+    out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
+    out["n"] = out["num_gpus"].astype(int)
+    dtype = out["nccl_dtype"] if "nccl_dtype" in out else out["dtype"]
+    out["bytes"] = out["message_elements"].astype(float) * np.array([ELEMENT_BYTES[d] for d in dtype])
+    out["t"] = out["latency_ms"].astype(float) * 1e-3
+    out["dtype_name"] = dtype
+    return out
+
+
+def error(est: np.ndarray, meas: np.ndarray) -> np.ndarray:
+    return np.abs(est / meas - 1)
+
+
+def score(est, meas, groups) -> float:
+    """Sum over group sizes of median + p90 of the relative error, plus the worst group's p90 (so that
+    no group is traded away for the others)."""
+    total, worst = 0.0, 0.0
+    for n in np.unique(groups):
+        e = error(est[groups == n], meas[groups == n])
+        p90 = float(np.percentile(e, 90))
+        total, worst = total + float(np.median(e)) + p90, max(worst, p90)
+    return total + worst
+
+
+# ---- NCCL ---------------------------------------------------------------------------------------
+
+def nccl_line(line: dict, op: str, n: np.ndarray, nbytes: np.ndarray, link: float) -> np.ndarray:
+    """t = alpha + steps * step + F * bytes / (eta(n) * link), as collectives._nccl."""
+    steps = 2 * (n - 1) if op == "all_reduce" else n - 1
+    factor = 2 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
+    eta = np.select([n >= 8, n >= 4], [line["bus_efficiency"][2], line["bus_efficiency"][1]],
+                    line["bus_efficiency"][0])
+    return line["alpha_s"] + steps * line["step_s"] + factor * nbytes / (eta * link)
+
+
+def nccl_times(consts: dict, op: str, n, nbytes, nvls_ok, link: float) -> np.ndarray:
+    times = [nccl_line(line, op, n, nbytes, link) for line in consts["nccl"][op].values()]
+    best = np.min(times, axis=0)
+    if op == "all_reduce":
+        nv = consts["nvls"]
+        t = nv["alpha_s"] + nbytes / (nv["bus_efficiency"] * link)
+        best = np.where(nvls_ok & (n >= nv["min_gpus"]), np.minimum(best, t), best)
+    return best
+
+
+def _unpack_nccl(x: np.ndarray, op: str) -> dict:
+    protos, i = {}, 0
+    for p in PROTOCOLS:
+        protos[p] = {"alpha_s": float(np.exp(x[i])), "step_s": float(np.exp(x[i + 1])),
+                     "bus_efficiency": [float(np.exp(v)) for v in x[i + 2:i + 5]]}
+        i += 5
+    out = {"nccl": {op: protos}}
+    out["nvls"] = ({"alpha_s": float(np.exp(x[i])), "bus_efficiency": float(np.exp(x[i + 1])), "min_gpus": 8}
+                   if op == "all_reduce" else None)
+    return out
+
+
+def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1) -> dict:
+    consts = {"nccl": {}, "nvls": None}
+    for raw, op in OPS.items():
+        sel = rows["op_name"] == raw
+        n, b, t = rows["n"][sel], rows["bytes"][sel], rows["t"][sel]
+        nvls_ok = rows["dtype_name"][sel] == "half"
+        x0 = []
+        for p in PROTOCOLS:
+            a, s, e = START[p]
+            x0 += [np.log(a), np.log(s)] + [np.log(e)] * len(EFFICIENCY_GROUPS)
+        if op == "all_reduce":
+            x0 += [np.log(50e-6), np.log(0.6)]
+
+        def f(x, op=op, n=n, b=b, t=t, nvls_ok=nvls_ok):
+            c = _unpack_nccl(x, op)
+            return score(nccl_times(c, op, n, b, nvls_ok, link), t, n)
+
+        x = np.array(x0)
+        for step in (0.5, 0.2, 0.1, 0.05):
+            x, _ = nelder_mead(f, x, step=step, iters=3000)
+        best, rng = (f(x), x), np.random.default_rng(seed)
+        for _ in range(restarts):  # seeded restarts around the best point (the min() has local optima)
+            x = best[1] + rng.normal(0, 0.3, len(best[1]))
+            for step in (0.3, 0.1, 0.03):
+                x, v = nelder_mead(f, x, step=step, iters=3000)
+            if v < best[0]:
+                best = (v, x)
+        x = best[1]
+        c = _unpack_nccl(x, op)
+        consts["nccl"][op] = c["nccl"][op]
+        if c["nvls"] is not None:
+            consts["nvls"] = c["nvls"]
+    return consts
+
+
+# ---- custom all-reduce ------------------------------------------------------------------------------
+
+def custom_times(consts: dict, fws: dict, fw_name: str, graphed: bool, n, nbytes, hw, link) -> np.ndarray:
+    """A framework's all-reduce time, as collectives._framework chooses it (routes in order)."""
+    fw = fws[fw_name]
+    copy = 2 * nbytes / (hw.dram_bytes_per_s * hw.efficiency["dram"])
+    nccl = nccl_times(consts, "all_reduce", n, nbytes, np.ones(len(n), bool), link)
+    if not graphed:
+        host = np.array([fw.host_s(g) for g in [int(v) for v in n]])
+        nccl = np.maximum(host, nccl + copy)
+    chosen = nccl
+    groups = [int(g) for g in n]
+    host = np.array([fw.host_s(g) for g in groups])
+    for route in reversed(fw.routes):
+        limit = np.array([route.max_bytes.get(g, -1.0) for g in groups])
+        times = {}
+        for name in route.kernels:
+            line = consts["custom"][name]
+            traffic = {"oneshot": n - 1, "twoshot": 2 * (n - 1) / n}.get(name, np.ones(len(n)))
+            eta = line["bus_efficiency"]
+            eta = np.array([eta[2] if g >= 8 else eta[1] if g >= 4 else eta[0] for g in groups]) \
+                if isinstance(eta, list) else eta
+            times[name] = (line["alpha_s"] + (n - 1) * line["step_s"] + fw.graph_overhead_s
+                           + traffic * nbytes / (eta * link))
+        if route.oneshot_max_bytes and {"oneshot", "twoshot"} <= set(times):
+            thr = np.array([np.inf if route.oneshot_max_bytes.get(g, np.nan) is None
+                            else route.oneshot_max_bytes.get(g, np.nan) for g in groups])
+            best = np.min(list(times.values()), axis=0)
+            option = np.where(np.isnan(thr), best, np.where(nbytes < thr, times["oneshot"], times["twoshot"]))
+        else:
+            option = np.min(list(times.values()), axis=0)
+        if not graphed:
+            option = np.maximum(route.eager_host_s or host, option + copy)
+        if fw.versus_nccl == "min":
+            option = np.minimum(option, nccl)
+        chosen = np.where(nbytes <= limit, option, chosen)
+    return chosen
+
+
+def _with_overheads(fws: dict, over: dict) -> dict:
+    """Frameworks with fitted figures: graph_overhead_s, eager_host_s (by group size) and
+    `route_eager_host_s` (the eager host time of the routes after the first: vLLM's symmetric memory)."""
+    from dataclasses import replace
+    out = {}
+    for name, fw in fws.items():
+        figures = dict(over.get(name, {}))
+        route_host = figures.pop("route_eager_host_s", None)
+        routes = fw.routes
+        if route_host is not None:
+            routes = (routes[0], *(replace(r, eager_host_s=route_host) for r in routes[1:]))
+        out[name] = replace(fw, routes=routes, **figures)
+    return out
+
+
+def fit_custom(rows: dict, nccl: dict, hw, link: float) -> tuple[dict, dict]:
+    fws = collectives.frameworks()
+    parts = [(src, *SOURCES[src], rows["kernel_source"] == src) for src in SOURCES]
+
+    def unpack(x):
+        e = np.exp(x)
+        custom = {"oneshot": {"alpha_s": e[0], "step_s": e[1], "bus_efficiency": e[2]},
+                  "twoshot": {"alpha_s": e[3], "step_s": e[4], "bus_efficiency": list(e[5:8])},
+                  "multimem": {"alpha_s": e[8], "step_s": e[9], "bus_efficiency": e[10]}}
+        def by_group(v):
+            return dict(zip((2, 4, 8), v, strict=True))
+
+        over = {"vllm": {"graph_overhead_s": e[11], "eager_host_s": by_group(e[13:16]),
+                         "route_eager_host_s": e[16]},
+                "sglang": {"graph_overhead_s": e[12], "eager_host_s": by_group(e[17:20]),
+                           "route_eager_host_s": e[21]},
+                "trtllm": {"graph_overhead_s": e[20]}}
+        return {**nccl, "custom": custom}, over
+
+    def f(x):
+        consts, over = unpack(x)
+        f_fws = _with_overheads(fws, over)
+        scores = []
+        for _, name, graphed, sel in parts:
+            est = custom_times(consts, f_fws, name, graphed, rows["n"][sel], rows["bytes"][sel], hw, link)
+            scores.append(score(est, rows["t"][sel], rows["n"][sel]))
+        return sum(scores) + max(scores)
+
+    x = np.log([2.4e-6, 0.1e-6, 0.66, 4.4e-6, 0.43e-6, 0.47, 0.63, 0.62, 6.3e-6, 0.23e-6, 0.46, 1.6e-6,
+                0.05e-6,
+                21e-6, 23.5e-6, 23.5e-6, 42.8e-6, 31e-6, 31e-6, 31e-6, 0.2e-6, 37e-6])
+    for step in (0.5, 0.2, 0.1, 0.05):
+        x, _ = nelder_mead(f, x, step=step, iters=4000)
+    return unpack(x)
+
+
+def descriptor_constants(hw) -> dict:
+    """The descriptor's NCCL and NVLS constants as this tool's nested dict."""
+    c = hw.interconnect.collectives
+
+    def line(x):
+        return {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": list(x.bus_efficiency)}
+
+    nvls = {**line(c.nvls), "bus_efficiency": c.nvls.bus_efficiency[0], "min_gpus": c.nvls_min_gpus}
+    return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
+            "nvls": nvls}
+
+
+# ---- report and write -------------------------------------------------------------------------------
+
+def rounded(obj):
+    if isinstance(obj, dict):
+        return {k: rounded(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [rounded(v) for v in obj]
+    if isinstance(obj, float):
+        return float(f"{obj:.3g}")
+    return obj
+
+
+def _yaml_value(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v:.3g}" for k, v in value.items()) + "}"
+    return f"{value:.3g}"
+
+
+def write_frameworks(over: dict, path: Path = collectives.FRAMEWORKS_FILE) -> None:
+    """Set the fitted graph_overhead_s / eager_host_s values in custom_allreduce.yaml; a framework's
+    `route_eager_host_s` goes to every route after its first."""
+    text = path.read_text()
+    blocks = re.split(r"(?m)^(?=\w[\w-]*:\n)", text)
+    out = []
+    for block in blocks:
+        name = block.split(":", 1)[0]
+        for key, value in over.get(name, {}).items():
+            indent, entry = ("      ", "eager_host_s") if key == "route_eager_host_s" else ("  ", key)
+            pattern = rf"(?m)^({indent}{entry}:\n{indent}  value: )[^\n]*\n{indent}  source: [^\n]*"
+            repl = r"\g<1>" + _yaml_value(value) + "\n" + indent + '  source: "tools/calibrate_comm.py"'
+            block, count = re.subn(pattern, repl, block)
+            if not count:
+                raise SystemExit(f"{path}: no {name}.{key} entry to write")
+        out.append(block)
+    path.write_text("".join(out))
+    collectives.frameworks.cache_clear()
+
+
+def report(rows, est, keys) -> list[str]:
+    lines = []
+    for key in sorted(set(zip(*[rows[k] for k in keys], strict=True))):
+        sel = np.ones(len(est), bool)
+        for k, v in zip(keys, key, strict=True):
+            sel &= rows[k] == v
+        e = error(est[sel], rows["t"][sel])
+        label = " ".join(str(v) for v in key)
+        lines.append(f"  {label:<40} n={sel.sum():>3}  median {100 * np.median(e):5.1f}%  "
+                     f"p90 {100 * np.percentile(e, 90):5.1f}%  max {100 * e.max():5.1f}%")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    ap.add_argument("--arch", default="h100-sxm")
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--restarts", type=int, default=6, help="seeded restarts of each NCCL op's search")
+    ap.add_argument("--keep-nccl", action="store_true",
+                    help="take the NCCL and NVLS constants from the descriptor; fit only the custom stage")
+    args = ap.parse_args(argv)
+    hw = hwdesc.load(args.arch)
+    link = hw.interconnect.nvlink_bytes_per_s_per_direction
+    nccl_rows = read(args.data / "nccl.csv.gz")
+    custom_rows = read(args.data / "custom_allreduce.csv.gz")
+    nccl = descriptor_constants(hw) if args.keep_nccl else rounded(fit_nccl(nccl_rows, link, args.restarts))
+    custom, over = fit_custom(custom_rows, nccl, hw, link)
+    consts, over = rounded(custom), rounded(over)
+    print(f"# collective constants fitted on {args.data} ({hw.name}, link {link:.3g} B/s per direction)")
+    for op, protos in consts["nccl"].items():
+        for p, line in protos.items():
+            print(f"nccl {op} {p}: {line}")
+    print(f"nvls: {consts['nvls']}\ncustom: {consts['custom']}\nframeworks: {over}")
+    est = np.zeros(len(nccl_rows["t"]))
+    for raw, op in OPS.items():
+        sel = nccl_rows["op_name"] == raw
+        est[sel] = nccl_times(consts, op, nccl_rows["n"][sel], nccl_rows["bytes"][sel],
+                              nccl_rows["dtype_name"][sel] == "half", link)
+    print("\n# nccl.csv.gz residuals |est - meas| / meas")
+    print("\n".join(report(nccl_rows, est, ("op_name", "n"))))
+    fws = _with_overheads(collectives.frameworks(), over)
+    est = np.zeros(len(custom_rows["t"]))
+    for src, (name, graphed) in SOURCES.items():
+        sel = custom_rows["kernel_source"] == src
+        est[sel] = custom_times(consts, fws, name, graphed, custom_rows["n"][sel], custom_rows["bytes"][sel],
+                                hw, link)
+    print("\n# custom_allreduce.csv.gz residuals")
+    print("\n".join(report(custom_rows, est, ("kernel_source", "n"))))
+    if args.write:
+        print("wrote " + ", ".join(comm_constants.write(consts, hwdesc.bundled_dir())))
+        write_frameworks(over)
+        print(f"wrote {collectives.FRAMEWORKS_FILE.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
