@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
+from estimator.frontends import quant_types
 from estimator.errors import UserError
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
@@ -150,6 +151,7 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
     # The public infer_shapes() writes a temp file into the CWD when inference is incomplete and then
     # raises; run its steps here instead and keep the partial result (onnx fills what it can after).
     ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
+    quant_types.patch(ssi)  # output_dtype of QuantizeLinear / DequantizeLinear
     ssi._preprocess(model)
     complete = False
     while ssi.run_:
