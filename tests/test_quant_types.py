@@ -64,5 +64,5 @@ def test_nvfp4_quantize_writes_values_and_block_scales():
     # reads x (bf16, 2 B; the scalar per-tensor scale is a constant folded into the kernel's arguments);
     # writes fp4 values (1/2 B) + an e4m3 scale per 16
     assert q.bytes_read == M * K * 2
-    assert q.bytes_written == M * K / 2 + M * K / 16 * 1
+    assert q.bytes_written == M * K // 2 + M * K // 16 * 1
     assert math.isclose(float(q.flops[("alu", "fp32")]), 4 * M * K)  # 3 quantize ops + 1 amax op
