@@ -13,6 +13,12 @@ fixed patterns, then epilogues, then generic vertical fusion of what is left.
   the rotary and gated-MLP patterns its plugins fuse; other pointwise chains stay separate.
 - max: every rule the estimator knows: the most an inference compiler could fuse.
 The default is tensorrt, the deployment most users target.
+
+A strategy follows the execution provider it names: on a descriptor of another family the strategy may
+lower differently (FAMILY_STRATEGIES). onnxruntime's CPU provider has no flash-attention kernel: its
+fused Attention computes and stores the S x S scores (measured on transformers exports at seq 1024:
+the flash pricing came out 50-65% below the run, `none` within ~6%), so `ort` on a `cpu` descriptor
+keeps the score path as its ops (QK^T, softmax, PV, each through memory).
 """
 
 from __future__ import annotations
@@ -25,13 +31,18 @@ STRATEGIES: dict[str, str] = {
     "max": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,fuse-elementwise",
 }
 DEFAULT_STRATEGY = "tensorrt"
+# (strategy, hardware family) -> its pipeline there, where it differs from STRATEGIES[strategy].
+FAMILY_STRATEGIES: dict[tuple[str, str], str] = {
+    ("ort", "cpu"): "canonicalize,fuse-norm,fuse-rotary,fuse-bias-act",
+}
 
 
-def pipeline_for(strategy: str) -> str:
+def pipeline_for(strategy: str, family: str | None = None) -> str:
+    """The pass pipeline of `strategy`, on hardware of `family` when given (see FAMILY_STRATEGIES)."""
     from passes.pipeline import PipelineError
 
     try:
-        return STRATEGIES[strategy]
+        return FAMILY_STRATEGIES.get((strategy, family)) or STRATEGIES[strategy]
     except KeyError:
         raise PipelineError(
             f"unknown fusion strategy {strategy!r}; choose from {', '.join(STRATEGIES)}"

@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     # Defaults of a bundled model are the fixed values of dims that are not swept or solved along.
     graph, values = load_graph(argparse.Namespace(**{**vars(args), "symbolic": False}), explicit)
     bound, solve = _plan(args, graph, values, explicit, sweeps)
-    pipeline = pipeline_of(args)  # --pipeline, or --fusion's strategy (the CLI's default strategy)
+    pipeline_of(args)  # --pipeline, or --fusion's strategy: checked once (per GPU family in build)
 
     from estimator.truth.host import resolve_arch
 
@@ -137,11 +137,12 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
         hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
 
         def build(extra, hw=hw):
-            # NB: sweeps, crossovers and their closed forms price by the roofline estimate: the tile model
-            # picks tiles by comparing numbers, so its symbolic form is not yet identical to pricing each
-            # point with --dim (compare with `--dim ... --roofline`).
-            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra}, pipeline=pipeline,
-                            strict=args.strict)
+            # The tile model, as --dim prices: sweep points are priced per point by it
+            # (estimator/tiling/points.py); --roofline turns it off here too.
+            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra},
+                            pipeline=pipeline_of(args, hw.family), strict=args.strict,
+                            tiling=not getattr(args, "roofline", False),
+                            warm_inputs=getattr(args, "warm_inputs", False))
 
         sweeper = Sweeper(build)
         builds.append((sweeper.result, sweeper))
