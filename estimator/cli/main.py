@@ -204,8 +204,9 @@ def run(argv: list[str] | None) -> int:
             raise UsageError("--compare-fusion prints numbers; drop --symbolic")
         from passes import pipeline_for
 
-        results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name, hw.family),
-                                  strict=args.strict, verify_each=args.verify_each, tiling=not args.roofline,
+        results = {name: estimate(graph, hw, precision=args.precision, dims=dims,
+                                  pipeline=pipeline_for(name, hw.family), strict=args.strict,
+                                  verify_each=args.verify_each, tiling=not args.roofline,
                                   warm_inputs=args.warm_inputs)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
@@ -214,10 +215,13 @@ def run(argv: list[str] | None) -> int:
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
                       verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs)
+    from estimator.study.closed_form import closed_form
+
+    cf = closed_form(result) if result.symbolic else None  # free dims: how exact the formulas are
     if args.json:
-        print(json.dumps(to_json(result), indent=1))
+        print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {})}, indent=1))
     elif args.symbolic:
-        print(to_symbolic(result))
+        print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:
         print(to_table(result, args.top))
     if args.explain:

@@ -150,7 +150,12 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     text: list[str] = []
     doc: dict = {}
     if args.symbolic:
-        text += [to_symbolic(result) + "\n" for result, _ in builds]
+        from estimator.study.closed_form import closed_form
+
+        ranges = {s.name: (min(s.values), max(s.values)) for s in sweeps}
+        for result, _ in builds:
+            cf = closed_form(result, ranges)
+            text.append("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]) + "\n")
     found = []
     if args.crossover and not solve:
         text.append("# --crossover: every dim is bound (--dim), so there is no dim to solve along")

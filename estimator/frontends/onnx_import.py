@@ -20,8 +20,8 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
-from estimator.frontends import quant_types
 from estimator.errors import UserError
+from estimator.frontends import quant_types
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13

@@ -219,8 +219,8 @@ class Compiled:
                     if name in at:
                         m[i, at[name]] -= m[i, at["launch"]]
 
-    def evaluate(self, values: Mapping[str, Any]) -> Points:
-        """Every quantity at the points given per free dim (arrays broadcast together)."""
+    def _formulas(self, values: Mapping[str, Any]) -> tuple[np.ndarray, list[np.ndarray], int]:
+        """(groups x fields x points of the lambdified formulas, the flat dim arrays, points)."""
         missing = [n for n in self.free if n not in values]
         if missing:
             raise SweepError(f"no values for the free dim(s) {', '.join(missing)}")
@@ -231,7 +231,19 @@ class Compiled:
         m = np.empty((len(raw), n))
         for i, v in enumerate(raw):
             m[i] = v  # scalars (dim-free terms) broadcast
-        m = m.reshape(len(self.groups), self.width, n)
+        return m.reshape(len(self.groups), self.width, n), flat, n
+
+    def group_estimates(self, values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Per group and point (one kernel, not times its count): the closed-form estimate and the
+        estimate priced at the point (equal except where a tile choice changes)."""
+        m, flat, n = self._formulas(values)
+        formula = m[:, 0].copy()
+        self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
+        return formula, m[:, 0]
+
+    def evaluate(self, values: Mapping[str, Any]) -> Points:
+        """Every quantity at the points given per free dim (arrays broadcast together)."""
+        m, flat, n = self._formulas(values)
         self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
         counts = self.counts[:, None]
         est = m[:, 0, :] * counts
