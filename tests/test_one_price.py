@@ -14,7 +14,8 @@ from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
 from estimator.study.closed_form import closed_form
-from estimator.study.sweep import Sweeper
+from estimator.study.crossover_points import point_crossovers
+from estimator.study.sweep import Compiled, Sweeper
 from estimator.tiling import gemm as gemm_model
 from estimator.tiling.menu import menu_for
 from estimator.tiling.plan import hw_params
@@ -104,3 +105,18 @@ def test_ort_on_a_cpu_descriptor_keeps_the_score_path():
     assert "fuse-attention" not in pipeline_for("ort", "cpu")
     assert pipeline_for("ort", "hopper") == STRATEGIES["ort"]
     assert pipeline_for("none", "cpu") == STRATEGIES["none"]
+
+
+def test_crossovers_are_found_on_the_priced_points():
+    # one GEMM [m, 4096] x [4096, 4096] (a weight): memory-limited at small m, compute-limited at large;
+    # the change is where --dim's own limiter changes, to the integer
+    graph = import_model(matmul_model("m", 4096, 4096, weight=True))
+    r = estimate(graph, B200, tiling=True)
+    found = [c for c in point_crossovers(Compiled(r), "m", {}) if c.what == "limiter"]
+    assert found  # (at small m the load pipeline, counted as compute, limits the few CTAs)
+    for c in found:
+        b = c.to_json()["from_int"]
+        a = b - 1
+        (ka,) = estimate(graph, B200, dims={"m": a}, tiling=True).kernels
+        (kb,) = estimate(graph, B200, dims={"m": b}, tiling=True).kernels
+        assert (ka.timing.limiter, kb.timing.limiter) == (c.before, c.after), c

@@ -120,6 +120,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     from estimator.estimate import estimate
     from estimator.report.table import to_symbolic
     from estimator.study.crossover import crossovers, format_crossovers
+    from estimator.study.crossover_points import point_crossovers
     from estimator.study.sweep import Sweeper, parse_sweeps
 
     sweeps = parse_sweeps(args.sweep)
@@ -163,7 +164,10 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
         for result, sweeper in builds:
             for x in solve:
                 fixed = _fixed_for(x, solve, values, sweeps)
-                cs = crossovers(result, x, fixed, sweeper.compiled.groups)
+                if result.tiling:  # on the priced points: the formulas keep one tile per kernel
+                    cs = point_crossovers(sweeper.compiled, x, fixed)
+                else:
+                    cs = crossovers(result, x, fixed, sweeper.compiled.groups)
                 found += cs
                 others = {**{k: v for k, v in result.dims.items() if v is not None}, **fixed}
                 at = ", ".join(f"{k} = {v}" for k, v in others.items()) or "no other free dim"

@@ -241,6 +241,13 @@ class Compiled:
         self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
         return formula, m[:, 0]
 
+    def priced_matrix(self, values: Mapping[str, Any]) -> np.ndarray:
+        """groups x (estimate, bound, flops, dram_bytes, limiter terms...) x points, one kernel each
+        (not times its count), every tile-planned kernel priced at its points."""
+        m, flat, n = self._formulas(values)
+        self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
+        return m
+
     def evaluate(self, values: Mapping[str, Any]) -> Points:
         """Every quantity at the points given per free dim (arrays broadcast together)."""
         m, flat, n = self._formulas(values)

@@ -236,6 +236,8 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     batch = 1 if folded else core.batch
     kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
     decode = is_decode(core.seq_q, core.seq_kv)
+    if isinstance(decode, np.ndarray):  # rows of one table (tools/calibrate.py) are all of one kind;
+        decode = bool(decode.all())  # tiling/points.py prices mixed points per kind itself
     n = sm.num
     dram = dram_bytes - resident
     if not isinstance(dram, np.ndarray):
