@@ -66,3 +66,24 @@ def test_nvfp4_quantize_writes_values_and_block_scales():
     assert q.bytes_read == M * K * 2
     assert q.bytes_written == M * K // 2 + M * K // 16 * 1
     assert math.isclose(float(q.flops[("alu", "fp32")]), 4 * M * K)  # 3 quantize ops + 1 amax op
+
+
+def test_fp8_gemms_run_at_their_own_tensor_efficiency():
+    from estimator.tiling.plan import unit_efficiency
+
+    h100 = hwdesc.load("h100-sxm")
+    assert unit_efficiency(h100, ("tensor", "fp8e4m3")) == h100.efficiency["tensor_fp8"]
+    assert unit_efficiency(h100, ("tensor", "bf16")) == h100.efficiency["tensor"]
+    assert unit_efficiency(h100, ("cuda", "fp32")) == h100.efficiency["cuda"]
+    # a compute-bound fp8 GEMM: each k-step's MMA time is 2 * rows * cols * tile_k / (peak/SM * eff), so
+    # the same tile at tensor_fp8 instead of tensor takes tensor / tensor_fp8 as long
+    from estimator.tiling import gemm as gemm_model
+    from estimator.tiling.menu import menu_for
+    from estimator.tiling.plan import hw_params
+
+    menu, hwp = menu_for("hopper"), hw_params(h100)
+    tile = menu.gemm_tiles[0]
+    times = [gemm_model.price_tile(gemm_model.Gemm(1, 8192, 8192, 8192, 1.0, 1.0, 2.0, 1979e12, e), tile,
+                                   False, 1, menu, hwp).t_compute
+             for e in (h100.efficiency["tensor"], h100.efficiency["tensor_fp8"])]
+    assert times[1] / times[0] == pytest.approx(h100.efficiency["tensor"] / h100.efficiency["tensor_fp8"])

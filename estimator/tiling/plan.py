@@ -166,7 +166,19 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
     if not isinstance(dram, np.ndarray):
         dram = n(sympy.sympify(dram))
     return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
-                           peak, hw.efficiency[unit[0]], dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+                           peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+
+
+def unit_efficiency(hw: HardwareDescriptor, unit: tuple[str, str]) -> float:
+    """The achievable fraction of `unit`'s peak for an MMA in its dtype: `tensor_<family>` (fp8) where the
+    descriptor has one, else the unit's own (`tensor`, `cuda`)."""
+    from estimator.dtypes import tensor_peak_key
+
+    if unit[0] == TENSOR:
+        key = tensor_peak_key(unit[1])
+        if key and f"tensor_{key}" in hw.efficiency:
+            return hw.efficiency[f"tensor_{key}"]
+    return hw.efficiency[unit[0]]
 
 
 def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
