@@ -12,7 +12,9 @@ Streaming model (elementwise, norms, reductions, movement...):
 
 Free dims: the tile is chosen as if every free dim were `SYMBOLIC_DIM_VALUE` (a large, compute-bound
 size: the tile a deployment at scale would run), and the chosen tile's formula is kept symbolic
-(`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ.
+(`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ: sweeps therefore price
+every point with its own choice (estimator/tiling/points.py), and estimator/study/closed_form.py says
+which kernels a closed form approximates and by how much.
 """
 
 from __future__ import annotations
