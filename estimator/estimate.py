@@ -15,7 +15,7 @@ from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
 from estimator.tiling.plan import plan_kernels
 from hwdesc import HardwareDescriptor
-from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline
+from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline, pipeline_for
 
 
 class EstimateError(UserError):
@@ -120,8 +120,8 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
         if k.signature not in timings:
             timings[k.signature] = price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
         priced.append(PricedKernel(k, timings[k.signature]))
-    fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
-                  "custom")
+    fusion = next((name for name, p in STRATEGIES.items()
+                   if Pipeline.parse(pipeline_for(name, hw.family)) == Pipeline.parse(pipeline)), "custom")
     result = Result(graph, hw, precision or "graph", {n: dims.get(n) for n in free}, priced,
                     lowered.uncosted, lowered.free_nodes, str(Pipeline.parse(pipeline)), fusion=fusion,
                     refusals=refusals, tiling=tiling and any(p is not None for p in plans),

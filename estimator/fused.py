@@ -52,9 +52,14 @@ def fused_work(graph: Graph, node: Node, member_work: WorkOf) -> Work | str:
 
 
 def core_of(info: dict) -> Core:
+    """The group's attention core. A grouped-query group (kv_group g > 1: g query heads read each K/V
+    head) is batch x kv heads sequences of g query heads over one K/V head each, so the tile model
+    sees the grouping; otherwise batch x heads folded into `batch` with one head each."""
+    group = int(info.get("kv_group", 1))
     return Core(
-        batch=info["batch_heads"],
-        heads=sympy.Integer(1),
+        batch=info["batch_heads"] / group,
+        heads=sympy.Integer(group),
+        kv_heads=sympy.Integer(1) if group > 1 else None,
         seq_q=info["seq_q"],
         seq_new=info["seq_q"],
         past=info["seq_kv"] - info["seq_q"],

@@ -181,6 +181,25 @@ def _from_range(graph: Graph, tensor: str, budget: int = 24) -> bool:
     return False
 
 
+def kv_group(graph: Graph, kv: tuple, preps: tuple[list[Node], list[Node]]) -> int:
+    """Query heads per K/V head of a fused attention: numel(K as the kernel's QK^T reads it) /
+    numel(K where it enters the kernel), before a grouped-query Expand (HF repeat_kv). 1 when K and V
+    disagree, when the ratio is not a provable integer, or without GQA."""
+    groups = []
+    for t, prep in zip(kv, preps, strict=True):
+        entry = _entry(graph, prep) if prep else t.name
+        n = _numel(graph, entry)
+        ratio = sympy.simplify(t.numel / n) if n else None
+        groups.append(int(ratio) if ratio is not None and ratio.is_Integer and ratio > 1 else 1)
+    return groups[0] if groups[0] == groups[1] else 1
+
+
+def _entry(graph: Graph, prep: list[Node]) -> str:
+    """The tensor entering the last absorbed prep op (its one activation input)."""
+    last = prep[-1]
+    return next(t for t in last.inputs if t and not is_host(graph, t))
+
+
 def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Group | str:
     """The attention group anchored at `softmax`, or why there is none."""
     up = _score_chain(graph, cons, softmax)
@@ -200,8 +219,10 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     names = set(core)
     if names & taken:
         return "already part of another fused kernel"
+    absorbed = {}
     for t in (qk.inputs[0], qk.inputs[1], pv.inputs[1]):
-        names |= {n.name for n in _prep(graph, cons, t, names)}
+        absorbed[t] = _prep(graph, cons, t, names)
+        names |= {n.name for n in absorbed[t]}
     names |= {n.name for n in _output_ops(cons, pv)}
     reason = convexity_violation(graph, names)
     if reason:
@@ -215,6 +236,7 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
         "dv": v.shape[-1],
         "causal": causal,
         "dtype": q.dtype,
+        "kv_group": kv_group(graph, (kt, v), (absorbed[qk.inputs[1]], absorbed[pv.inputs[1]])),
         "_members": tuple(sorted(core)),  # underscore: names, not part of the kernel's signature
     }
     # A causal kernel builds its mask from tile indices (is_causal): it does not read the mask tensor.

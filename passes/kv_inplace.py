@@ -10,7 +10,9 @@ the new token's rows into it. `KvAppend` (domain ``estimator``) is that write; i
 still reads the whole cache, so the bytes of the cache are counted once, where they are really read.
 
 A Concat qualifies when its first input is a graph input (the past cache), it has exactly two inputs,
-and its output is a graph output (the present cache). Every other Concat is left alone; one that
+and its output is a graph output (the present cache). The cache may have another dtype than the new
+rows (an fp8 KV cache of a bf16 model): engines quantize the rows in the append kernel, so the write is
+counted at the cache's dtype. Every other Concat is left alone; one that
 looks like a cache append but fails a condition is refused with the reason (shown by --explain).
 The `none` strategy does not run this pass: it keeps the literal copy.
 """
@@ -35,9 +37,7 @@ def check_append(graph: Graph, node: Node) -> str | None:
     new = graph.tensors.get(node.inputs[1])
     if past is None or new is None or past.shape is None or new.shape is None:
         return "the past or new rows have no shape"
-    if past.dtype != new.dtype:
-        return f"past ({past.dtype}) and new ({new.dtype}) rows differ in dtype"
-    return None
+    return None  # a cache of another dtype (an fp8 cache of bf16 rows) quantizes the rows as it writes
 
 
 def _looks_like_cache(graph: Graph, node: Node) -> bool:

@@ -15,6 +15,12 @@ fixed patterns, then epilogues, then generic vertical fusion of what is left.
 ort, tensorrt and max also append the KV cache in place (kv-inplace: a decode step writes only
 its new rows, as every serving engine's paged cache does); none keeps the literal Concat copy.
 The default is tensorrt, the deployment most users target.
+
+A strategy follows the execution provider it names: on a descriptor of another family the strategy may
+lower differently (FAMILY_STRATEGIES). onnxruntime's CPU provider has no flash-attention kernel: its
+fused Attention computes and stores the S x S scores (measured on transformers exports at seq 1024:
+the flash pricing came out 50-65% below the run, `none` within ~6%), so `ort` on a `cpu` descriptor
+keeps the score path as its ops (QK^T, softmax, PV, each through memory).
 """
 
 from __future__ import annotations
@@ -29,13 +35,18 @@ STRATEGIES: dict[str, str] = {
     ),
 }
 DEFAULT_STRATEGY = "tensorrt"
+# (strategy, hardware family) -> its pipeline there, where it differs from STRATEGIES[strategy].
+FAMILY_STRATEGIES: dict[tuple[str, str], str] = {
+    ("ort", "cpu"): "canonicalize,fuse-norm,fuse-rotary,fuse-bias-act",
+}
 
 
-def pipeline_for(strategy: str) -> str:
+def pipeline_for(strategy: str, family: str | None = None) -> str:
+    """The pass pipeline of `strategy`, on hardware of `family` when given (see FAMILY_STRATEGIES)."""
     from passes.pipeline import PipelineError
 
     try:
-        return STRATEGIES[strategy]
+        return FAMILY_STRATEGIES.get((strategy, family)) or STRATEGIES[strategy]
     except KeyError:
         raise PipelineError(
             f"unknown fusion strategy {strategy!r}; choose from {', '.join(STRATEGIES)}"

@@ -34,6 +34,22 @@ def test_append_moves_only_the_new_rows():
     assert k.kind == "movement"
 
 
+def test_an_fp8_cache_of_fp32_rows_is_appended_in_place_at_the_cache_dtype():
+    from dataclasses import replace
+
+    g = _tiny_decode()
+    cache = [n for n in g.tensors if n.startswith(("past_key_values", "present"))]
+    assert len(cache) == 8  # 2 layers x (key, value) x (past, present)
+    g = g.with_tensors({n: replace(g.tensors[n], dtype="fp8e4m3") for n in cache})
+    res = kv_inplace(g)
+    assert res.modified and not res.refusals
+    k = next(k for k in lower(bind(res.graph, {"batch": 2, "past_seq": 127})).kernels
+             if k.op == "estimator.KvAppend")
+    elements = 2 * 2 * 1 * 16  # batch 2 x 2 kv heads x 1 new token x head_dim 16
+    assert k.work.bytes_read == elements * 4  # the fp32 rows, read once
+    assert k.work.bytes_written == elements * 1  # quantized as they are written: 1 byte each
+
+
 def test_prefill_graph_is_unmodified():
     g = import_model(models.build("llama-tiny"))  # no past cache: nothing to append
     res = kv_inplace(g)

@@ -55,7 +55,9 @@ def test_llama_8b_bf16_prefill_fp8_and_fusion_gains_are_exact_differences(capsys
     assert rec["gain_s"] == base - fp8  # exactly: the two estimates' difference
     assert rec["estimate_s"] == fp8
     assert rec["gain_pct"] == 100 * (base - fp8) / base
-    assert rec["gain_pct"] > 30  # prefill is compute-bound: fp8 tensor cores are ~2x bf16
+    # prefill is compute-bound: fp8 tensor cores have 2x the bf16 peak, but the fitted fp8 efficiency
+    # (tensor_fp8 0.526 vs tensor 0.829 on H100) leaves ~2 * 0.526 / 0.829 = 1.27x on the GEMMs: ~20% gain
+    assert 10 < rec["gain_pct"] < 50
     assert rec["evidence"]["freed_bytes"] == rec["evidence"]["weight_bytes"] / 2  # 2 bytes -> 1 per weight
     # every other fusion strategy was estimated; its gain is the exact difference (negative for none)
     graph = import_model(models.MODELS["llama-3-8b"].build())
@@ -153,10 +155,11 @@ def test_fp8_kv_cache_in_decode():
 
 
 def test_kernels_another_strategy_fuses_launch_chain():
-    ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127})
+    # from inductor (no attention/SwiGLU rules): tensorrt and max lower llama-tiny-decode alike since
+    # both append the KV cache in place, so max's extra rules show from a weaker strategy
+    ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127}, "inductor")
     recs = considered(ctx, ["fusion-kernels"])
-    chain = next(r for r in recs if r.evidence["trigger"] == "launch")
-    assert chain.flags == ("--fusion", "max")
+    chain = next(r for r in recs if r.evidence["trigger"] == "launch" and r.flags == ("--fusion", "max"))
     assert chain.evidence["occurrences"] == 2  # once per layer of llama-tiny's 2
     # gain: the base kernels' estimates minus the fused kernel's, from the two full estimates
     base, alt = ctx.base, ctx.rerun(pipeline=STRATEGIES["max"])
@@ -220,9 +223,10 @@ def test_split_kv_decode_attention_at_batch_1():
     ctx = tiny("llama-3-8b-decode", {"batch": 1, "past_seq": 4096})
     (rec,) = considered(ctx, ["split-kv"])
     ev = rec.evidence
-    # 32 query heads at batch 1: one CTA per head without a split, x4 with the chosen splitKV4
+    # grouped-query decode: 32 query heads share 8 KV heads, one CTA per KV head (each reads its K/V
+    # once for 4 query heads) at batch 1 without a split, x4 with the chosen splitKV4
     assert ev["tile"].endswith("splitKV4")
-    assert (ev["ctas_without_split"], ev["ctas"]) == (32, 32 * 4)
+    assert (ev["ctas_without_split"], ev["ctas"]) == (8, 8 * 4)
     assert ev["calls"] == 32  # one attention kernel per layer
     assert rec.estimate_s == ctx.total_s  # the estimate already assumes the split
     assert rec.gain_s > 0 and "without split-KV" in rec.reason

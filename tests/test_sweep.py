@@ -156,13 +156,15 @@ def test_cli_sweep_json_matches_cli_dim_json(capsys):
     point = next(p for p in doc["points"] if p["arch"] == "b200" and p["dims"]["seq"] == 200)
     assert point["dims"] == {"batch": 1, "seq": 200}
     assert set(point) >= {"total", "limiter", "by_limiter", "by_kind", "by_scope"}
-    code, out, _ = cli(capsys, "--model", "llama-tiny", "--dim", "seq=200", "--arch", "b200", "--json",
-                       "--roofline")  # sweeps price by the roofline estimate (sweep_mode.py)
+    # sweeps price every point by the tile model, as --dim does (estimator/tiling/points.py)
+    code, out, _ = cli(capsys, "--model", "llama-tiny", "--dim", "seq=200", "--arch", "b200", "--json")
     ref = json.loads(out)
     for key in ("bound_s", "estimate_s", "flops", "dram_bytes", "kernels"):
         assert point["total"][key] == pytest.approx(ref["total"][key], rel=1e-9), key
     for kind, vals in ref["by_kind"].items():
         assert point["by_kind"][kind]["estimate_s"] == pytest.approx(vals["estimate_s"], rel=1e-9)
+    for limiter, vals in ref["by_limiter"].items():
+        assert point["by_limiter"][limiter]["estimate_s"] == pytest.approx(vals["estimate_s"], rel=1e-9)
 
 
 def test_cli_table_and_csv(capsys, tmp_path):

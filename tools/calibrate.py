@@ -19,6 +19,11 @@ validation reports), on a seeded sample of rows per table:
   2. all three tables, the other GEMM constants fixed: softmax_overlap, attention_cta_s, attention_step_s,
      attention_prefill_s, attention_decode_s, and l2 again (shared by every kernel, and barely
      constrained by GEMMs alone).
+`--fp8` fits one more constant, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
+smaller share of their doubled peak than bf16 ones), on a seeded sample of the fp8 GEMM rows (per-tensor
+and 1x128 block-scaled, activation quantization included), with every other constant as the descriptor
+has it: a golden-section search over (0.2, 1) of the same loss, each row priced by the estimator as
+tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred).
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -350,6 +355,37 @@ def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
     return done
 
 
+def fit_fp8(data: Path, hw, n: int, seed: int) -> float:
+    """tensor_fp8 by golden-section search on `n` fp8 GEMM rows (see the module docstring)."""
+    import validate_kernels as vk
+
+    rows = vk.rows_of(data, "fp8")
+    idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
+    models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]
+    meas = rows["t"][idx]
+
+    def f(x: float) -> float:
+        h = with_constants(hw, {"tensor_fp8": x})
+        est = np.array([vk.price(m, h, rt, warm)[1] for m, rt, warm in models])
+        err = np.abs(est / meas - 1)
+        return float(np.median(err) + np.percentile(err, 90))
+
+    lo, hi = 0.2, 1.0
+    g = (5 ** 0.5 - 1) / 2
+    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+    fa, fb = f(a), f(b)
+    while hi - lo > 2e-3:
+        if fa < fb:
+            hi, b, fb = b, a, fa
+            a = hi - g * (hi - lo)
+            fa = f(a)
+        else:
+            lo, a, fa = a, b, fb
+            b = lo + g * (hi - lo)
+            fb = f(b)
+    return (lo + hi) / 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--comm" in argv:  # the collective constants: tools/calibrate_comm.py (its own options follow)
@@ -363,7 +399,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", action="store_true", help="write the fitted constants into hwdesc/*.yaml")
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
+    ap.add_argument("--fp8", action="store_true", help="fit only tensor_fp8 on the fp8 GEMM rows")
+    ap.add_argument("--fp8-sample", type=int, default=200)
     args = ap.parse_args(argv)
+    if args.fp8:
+        hw = hwdesc.load(args.arch)
+        value = float(f"{fit_fp8(args.data, hw, args.fp8_sample, args.seed):.3g}")
+        print(f"tensor_fp8: {value:.3g}  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
+        if args.write:
+            print("wrote " + ", ".join(write_descriptors({"tensor_fp8": value})))
+        return 0
 
     hw = hwdesc.load(args.arch)
     menu = menu_for(hw.family)

@@ -50,14 +50,26 @@ NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock b
 
 
 def fp8_gemm(m: int, n: int, k: int, block: int) -> tuple:
-    """QuantizeLinear(x) (per-tensor, or 1 x `block` scales) then MatMul with an fp8 weight."""
+    """The activation's quantization as the frameworks run it, then MatMul with an fp8 weight.
+    Per-tensor (block 0): the scale is the activation's amax / 448 (one amax kernel reading x once more,
+    written as a ReduceMax: the |x| is inside that kernel), then QuantizeLinear. 1 x `block` scales:
+    one fused kernel computes each block's amax and quantizes (QuantizeLinear with block_size; its
+    scales are an output-sized input)."""
     info = helper.make_tensor_value_info
     x, y = info("x", TensorProto.BFLOAT16, [m, k]), info("y", TensorProto.BFLOAT16, [m, n])
     inits = [kernel_graphs._external("w", [k, n], TensorProto.FLOAT8E4M3FN)]
     attrs = {"axis": 1, "block_size": block} if block else {}
-    inits.append(kernel_graphs._external("x_scale", [m, k // block] if block else [], TensorProto.FLOAT))
-    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", **attrs),
-             helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
+    nodes = []
+    if block:
+        inits.append(kernel_graphs._external("x_scale", [m, k // block], TensorProto.FLOAT))
+    else:
+        inits.append(helper.make_tensor("fp8_max", TensorProto.BFLOAT16, [], [448.0]))
+        nodes += [helper.make_node("ReduceMax", ["x"], ["amax"], name="amax", keepdims=0),
+                  helper.make_node("Div", ["amax", "fp8_max"], ["x_scale_bf16"], name="scale"),
+                  helper.make_node("Cast", ["x_scale_bf16"], ["x_scale"], name="scale_cast",
+                                   to=TensorProto.FLOAT)]
+    nodes += [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", **attrs),
+              helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
     model = kernel_graphs._model(nodes, [x], [y], inits)
     return model, {"xq": "fp8e4m3", "y": "bf16"}
 

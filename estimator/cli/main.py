@@ -212,21 +212,25 @@ def run(argv: list[str] | None) -> int:
             raise UsageError("--compare-fusion prints numbers; drop --symbolic")
         from passes import pipeline_for
 
-        results = {name: estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_for(name),
-                                  strict=args.strict, verify_each=args.verify_each, tiling=not args.roofline,
+        results = {name: estimate(graph, hw, precision=args.precision, dims=dims,
+                                  pipeline=pipeline_for(name, hw.family), strict=args.strict,
+                                  verify_each=args.verify_each, tiling=not args.roofline,
                                   warm_inputs=args.warm_inputs, kernel_sass=compiled)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
               else fusion_report.compare_table(results))
         return 0
-    result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args),
+    result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
                       verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
                       kernel_sass=compiled)
+    from estimator.study.closed_form import closed_form
+
+    cf = closed_form(result) if result.symbolic else None  # free dims: how exact the formulas are
     if args.json:
-        print(json.dumps(to_json(result), indent=1))
+        print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {})}, indent=1))
     elif args.symbolic:
-        print(to_symbolic(result))
+        print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:
         print(to_table(result, args.top))
     if args.explain:
@@ -234,7 +238,7 @@ def run(argv: list[str] | None) -> int:
     return 0
 
 
-def pipeline_of(args: argparse.Namespace) -> str:
+def pipeline_of(args: argparse.Namespace, family: str | None = None) -> str:
     """The pass pipeline --pipeline or --fusion (default tensorrt) asks for."""
     from passes import DEFAULT_STRATEGY, pipeline_for
 
@@ -242,7 +246,7 @@ def pipeline_of(args: argparse.Namespace) -> str:
         if args.fusion is not None:
             raise UsageError("give either --fusion or --pipeline, not both")
         return args.pipeline
-    return pipeline_for(args.fusion or DEFAULT_STRATEGY)
+    return pipeline_for(args.fusion or DEFAULT_STRATEGY, family)
 
 
 def strategy_list(text: str) -> list[str]:

@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int | None:
 
     hw = hwdesc.load(resolve_arch(args.arch))
     graph, dims = load_graph(args, parse_dims(args.dim))
-    pipeline = pipeline_of(args)
+    pipeline = pipeline_of(args, hw.family)
     ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline,
                   tiling=not args.roofline, warm_inputs=args.warm_inputs)
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline, strict=args.strict,

@@ -98,7 +98,7 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
         hw,
         precision=args.precision,
         dims=dims,
-        pipeline=pipeline_of(args),
+        pipeline=pipeline_of(args, hw.family),
         strict=args.strict,
         tiling=not args.roofline,
         framework="trtllm",
@@ -132,7 +132,7 @@ def _options(args: argparse.Namespace, tp: int):
         tp,
         args.precision,
         args.kv_precision,
-        pipeline_of(args),
+        pipeline_of(args, hw.family),
         framework(args.framework or "trtllm"),
         tiling=not args.roofline,
     )

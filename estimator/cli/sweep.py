@@ -120,6 +120,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     from estimator.estimate import estimate
     from estimator.report.table import to_symbolic
     from estimator.study.crossover import crossovers, format_crossovers
+    from estimator.study.crossover_points import point_crossovers
     from estimator.study.sweep import Sweeper, parse_sweeps
 
     sweeps = parse_sweeps(args.sweep)
@@ -128,7 +129,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     # Defaults of a bundled model are the fixed values of dims that are not swept or solved along.
     graph, values = load_graph(argparse.Namespace(**{**vars(args), "symbolic": False}), explicit)
     bound, solve = _plan(args, graph, values, explicit, sweeps)
-    pipeline = pipeline_of(args)  # --pipeline, or --fusion's strategy (the CLI's default strategy)
+    pipeline_of(args)  # --pipeline, or --fusion's strategy: checked once (per GPU family in build)
 
     from estimator.truth.host import resolve_arch
 
@@ -137,11 +138,12 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
         hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
 
         def build(extra, hw=hw):
-            # NB: sweeps, crossovers and their closed forms price by the roofline estimate: the tile model
-            # picks tiles by comparing numbers, so its symbolic form is not yet identical to pricing each
-            # point with --dim (compare with `--dim ... --roofline`).
-            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra}, pipeline=pipeline,
-                            strict=args.strict)
+            # The tile model, as --dim prices: sweep points are priced per point by it
+            # (estimator/tiling/points.py); --roofline turns it off here too.
+            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra},
+                            pipeline=pipeline_of(args, hw.family), strict=args.strict,
+                            tiling=not getattr(args, "roofline", False),
+                            warm_inputs=getattr(args, "warm_inputs", False))
 
         sweeper = Sweeper(build)
         builds.append((sweeper.result, sweeper))
@@ -149,7 +151,12 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
     text: list[str] = []
     doc: dict = {}
     if args.symbolic:
-        text += [to_symbolic(result) + "\n" for result, _ in builds]
+        from estimator.study.closed_form import closed_form
+
+        ranges = {s.name: (min(s.values), max(s.values)) for s in sweeps}
+        for result, _ in builds:
+            cf = closed_form(result, ranges)
+            text.append("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]) + "\n")
     found = []
     if args.crossover and not solve:
         text.append("# --crossover: every dim is bound (--dim), so there is no dim to solve along")
@@ -157,7 +164,10 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
         for result, sweeper in builds:
             for x in solve:
                 fixed = _fixed_for(x, solve, values, sweeps)
-                cs = crossovers(result, x, fixed, sweeper.compiled.groups)
+                if result.tiling:  # on the priced points: the formulas keep one tile per kernel
+                    cs = point_crossovers(sweeper.compiled, x, fixed)
+                else:
+                    cs = crossovers(result, x, fixed, sweeper.compiled.groups)
                 found += cs
                 others = {**{k: v for k, v in result.dims.items() if v is not None}, **fixed}
                 at = ", ".join(f"{k} = {v}" for k, v in others.items()) or "no other free dim"

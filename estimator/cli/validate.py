@@ -66,7 +66,8 @@ def _validate(args: argparse.Namespace) -> int:
     model, source, dims = load_model(args, dims)
     from estimator.frontends.onnx_import import import_model
 
-    result = estimate(import_model(model), hw, dims=dims, pipeline=pipeline_for(fusion), strict=args.strict)
+    result = estimate(import_model(model), hw, dims=dims, pipeline=pipeline_for(fusion, hw.family),
+                      strict=args.strict)
     v = validate(result, model, source, ep=args.ep, runs=args.runs, fusion=fusion)
     if args.json:
         print(json.dumps(validate_report.to_json(v), indent=1))

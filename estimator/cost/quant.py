@@ -25,6 +25,10 @@ INT8_TENSOR = (TENSOR, "int8")  # uint8 and int8 GEMMs share the int8 tensor-cor
 REQUANT_OPS = 3  # per output of a QLinear* op: scale multiply, add zero point, round-and-clamp
 QUANTIZE_OPS = 3  # per element: divide (multiply by 1/scale), round, add zero point and clamp
 DEQUANTIZE_OPS = 2  # per element: subtract zero point, multiply by scale
+# NVFP4 (the Blackwell block-scaled fp4 MMA operand): an e4m3 scale per 16 fp4 values, as
+# hwdesc/tiles/blackwell.yaml's block_scales (the GEMM's tile model reads them beside the data).
+NVFP4_BLOCK = 16
+NVFP4_SCALE_BYTES = 1
 
 
 def gemm_unit(dtype: str) -> tuple[str, str]:
@@ -36,9 +40,18 @@ def gemm_unit(dtype: str) -> tuple[str, str]:
 @register("QuantizeLinear")
 def quantize_linear(op: OpView) -> Work:
     """~3 CUDA ops per element (scale, round, zero point + saturate); reads x, y_scale, y_zero_point,
-    writes y at its (8- or 4-bit) dtype."""
-    x = op.input(0)
-    return Work({alu_unit(x.dtype): QUANTIZE_OPS * x.numel}, *io_bytes(op))
+    writes y at its dtype (the `output_dtype` attribute's, see frontends/quant_types.py). An fp4e2m1 y
+    without a blocked scale in the graph (block_size 0) is NVFP4 as the GEMM reads it: it also writes
+    one e4m3 scale per NVFP4_BLOCK elements (computing each block's amax: 1 more CUDA op per element),
+    beside the per-tensor scale the graph passes. A graph with block_size > 0 spells its scales out
+    (they are in its y_scale tensor)."""
+    x, y = op.input(0), op.output(0)
+    read, written = io_bytes(op)
+    ops = QUANTIZE_OPS * x.numel
+    if y.dtype == "fp4e2m1" and not op.attr("block_size", 0):
+        written += x.numel / NVFP4_BLOCK * NVFP4_SCALE_BYTES
+        ops += x.numel
+    return Work({alu_unit(x.dtype): ops}, read, written)
 
 
 @register("DequantizeLinear")

@@ -21,6 +21,7 @@ from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
 from estimator.errors import UserError
+from estimator.frontends import quant_types
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13
@@ -153,6 +154,7 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
     # raises; run its steps here instead and keep the partial result (onnx fills what it can after).
     ssi = SymbolicShapeInference(2**31 - 1, True, False, 0)
     collective_shapes.install(ssi)  # the com.microsoft collectives it does not know
+    quant_types.patch(ssi)  # output_dtype of QuantizeLinear / DequantizeLinear
     ssi._preprocess(model)
     complete = False
     while ssi.run_:

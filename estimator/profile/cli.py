@@ -90,7 +90,7 @@ def _estimate(args, profile, arch: str | None):
         graph,
         hw,
         dims=dims,
-        pipeline=pipeline_for(args.fusion),
+        pipeline=pipeline_for(args.fusion, hw.family),
         tiling=not args.roofline and not profile.host,
     )
     if result.symbolic:

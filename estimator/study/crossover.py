@@ -92,6 +92,7 @@ class Group:
     timing: Timing
     flops: Expr
     dram_bytes: Expr
+    kernel: Kernel | None = None  # the first kernel of the group (its tile plan, for point pricing)
 
 
 def groups(result: Result) -> list[Group]:
@@ -105,7 +106,7 @@ def groups(result: Result) -> list[Group]:
             out[key][0] += 1
         else:
             out[key] = [1, k, p.timing, scope, core]
-    return [Group(k.name, k.kind, k.op, scope, core, n, t, k.work.total_flops, k.work.dram_bytes)
+    return [Group(k.name, k.kind, k.op, scope, core, n, t, k.work.total_flops, k.work.dram_bytes, k)
             for n, k, t, scope, core in out.values()]
 
 

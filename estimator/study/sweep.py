@@ -26,6 +26,7 @@ from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
 from estimator.study.crossover import groups
+from estimator.tiling.points import finish, point_pricers
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
 
@@ -190,14 +191,36 @@ class Compiled:
         self.width = len(_FIELDS) + len(self.limiters)
         self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
         self.counts = np.array([g.count for g in self.groups], dtype=float)
+        # Tile-planned kernels are priced per point by the tile model itself (estimator/tiling/points.py):
+        # their symbolic formula holds the tile chosen at one size only.
+        self._pricers = point_pricers(result, self.free, [g.kernel for g in self.groups])
         self._masks = {attr: self._group_masks(attr) for attr in ("kind", "scope")}
 
     def _group_masks(self, attr: str) -> dict[str, np.ndarray]:
         names = sorted({getattr(g, attr) for g in self.groups})
         return {n: np.array([getattr(g, attr) == n for g in self.groups]) for n in names}
 
-    def evaluate(self, values: Mapping[str, Any]) -> Points:
-        """Every quantity at the points given per free dim (arrays broadcast together)."""
+    def _tile_points(self, m: np.ndarray, values: dict[str, np.ndarray], n: int) -> None:
+        """Overwrite, in m (groups x fields x points), the estimate of every tile-planned kernel by its
+        per-point tile model price, and its limiter terms by the plan's parts (compute, memory: without
+        the fixed cost; launch: the fixed cost), which is how the plan names its limiter."""
+        if not self.result.tiling:
+            return
+        at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
+        for i, pricer in enumerate(self._pricers):
+            p = pricer.price(values, n) if pricer is not None else None
+            if p is not None:
+                m[i, 0] = finish(p, m[i, 1], self.result.hw)
+                for name, v in p.parts().items():
+                    if name in at:
+                        m[i, at[name]] = v
+            elif "launch" in at:  # a stream plan: its terms include the fixed part
+                for name in ("compute", "memory"):
+                    if name in at:
+                        m[i, at[name]] -= m[i, at["launch"]]
+
+    def _formulas(self, values: Mapping[str, Any]) -> tuple[np.ndarray, list[np.ndarray], int]:
+        """(groups x fields x points of the lambdified formulas, the flat dim arrays, points)."""
         missing = [n for n in self.free if n not in values]
         if missing:
             raise SweepError(f"no values for the free dim(s) {', '.join(missing)}")
@@ -208,7 +231,27 @@ class Compiled:
         m = np.empty((len(raw), n))
         for i, v in enumerate(raw):
             m[i] = v  # scalars (dim-free terms) broadcast
-        m = m.reshape(len(self.groups), self.width, n)
+        return m.reshape(len(self.groups), self.width, n), flat, n
+
+    def group_estimates(self, values: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Per group and point (one kernel, not times its count): the closed-form estimate and the
+        estimate priced at the point (equal except where a tile choice changes)."""
+        m, flat, n = self._formulas(values)
+        formula = m[:, 0].copy()
+        self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
+        return formula, m[:, 0]
+
+    def priced_matrix(self, values: Mapping[str, Any]) -> np.ndarray:
+        """groups x (estimate, bound, flops, dram_bytes, limiter terms...) x points, one kernel each
+        (not times its count), every tile-planned kernel priced at its points."""
+        m, flat, n = self._formulas(values)
+        self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
+        return m
+
+    def evaluate(self, values: Mapping[str, Any]) -> Points:
+        """Every quantity at the points given per free dim (arrays broadcast together)."""
+        m, flat, n = self._formulas(values)
+        self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
         counts = self.counts[:, None]
         est = m[:, 0, :] * counts
         terms = m[:, len(_FIELDS):, :]

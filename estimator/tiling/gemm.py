@@ -136,8 +136,25 @@ def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, hw: H
     return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
 
 
-def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu, hw: Hw) -> Choice | None:
-    """One candidate's time (see the module docstring); None when the tile does not fit."""
+@dataclass(frozen=True)
+class _Oriented:
+    """What a (tile, orientation) costs whatever the split-K: computed once for all splits."""
+
+    tile: GemmTile
+    swap: bool
+    cpsm: int
+    stages: int
+    tile_k: int
+    tiles: Any
+    slots: int
+    k_steps: Any
+    t_iter: Any
+    dram_extra: Any
+    l2: Any
+    t_l2: Any
+
+
+def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> _Oriented | None:
     occ = occupancy(tile, menu, hw, g.a_bytes, g.b_bytes, g.c_bytes)
     if occ is None:
         return None
@@ -146,43 +163,50 @@ def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu
     rows, cols = (tile.n, tile.m) if swap else (tile.m, tile.n)
     tiles_m = sm.ceil_div(g.m, rows)
     tiles_n = sm.ceil_div(g.n, cols)
-    tiles = g.batch * tiles_m * tiles_n
-    ctas = tiles * split
-    slots = (hw.sm_count // tile.sms) * cpsm
-    waves = sm.ceil(ctas / slots)
-    wave_eff = ctas / (waves * slots)
-    k_steps = sm.ceil_div(g.k, tile_k)
-    iters = sm.ceil(k_steps / split)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
     t_mma = 2 * rows * cols * tile_k * cpsm / (per_sm_peak * tile.sms)
-    t_load = eff["mem_latency_s"] / stages
-    t_compute = waves * iters * sm.maximum(t_mma, t_load)
-
-    dram_extra = _dram_extra(g, rows, cols, tiles_m, tiles_n, hw)
-    c_total = g.batch * g.m * g.n * g.c_bytes
-    if split > 1:  # fp32 partials written by every split and read back by the reduction
-        dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
-    dram = g.dram_bytes + dram_extra
+    t_iter = sm.maximum(t_mma, eff["mem_latency_s"] / stages)
+    k_steps = sm.ceil_div(g.k, tile_k)
     # TMA multicast: the CTAs of a cluster along N share one load of their A tile (and along M of B).
     cl_rows, cl_cols = (tile.cluster_n, tile.cluster_m) if swap else (tile.cluster_m, tile.cluster_n)
     per_step = rows * g.a_bytes / cl_cols + cols * g.b_bytes / cl_rows
-    l2 = g.batch * k_steps * tile_k * tiles_m * tiles_n * per_step + c_total
-    t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
-    t_l2 = l2 / (hw.l2_bytes_per_s * eff["l2"])
-    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, t_l2)
+    l2 = g.batch * k_steps * tile_k * tiles_m * tiles_n * per_step + g.batch * g.m * g.n * g.c_bytes
+    return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n,
+                     (hw.sm_count // tile.sms) * cpsm, k_steps, t_iter,
+                     _dram_extra(g, rows, cols, tiles_m, tiles_n, hw), l2,
+                     l2 / (hw.l2_bytes_per_s * eff["l2"]))
+
+
+def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
+    eff = hw.eff
+    ctas = o.tiles * split
+    waves = sm.ceil(ctas / o.slots)
+    iters = sm.ceil(o.k_steps / split)
+    t_compute = waves * iters * o.t_iter
+    dram_extra = o.dram_extra
+    if split > 1:  # fp32 partials written by every split and read back by the reduction
+        dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
+    t_dram = (g.dram_bytes + dram_extra) / (hw.dram_bytes_per_s * eff["dram"])
+    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     if split > 1:
         time = time + eff["split_k_s"]
-    return Choice(tile, swap, split, cpsm, stages, tiles, ctas, waves, wave_eff, t_compute, t_dram, t_l2,
-                  dram_extra, l2, time, tile_k_elems=tile_k)
+    return Choice(o.tile, o.swap, split, o.cpsm, o.stages, o.tiles, ctas, waves, ctas / (waves * o.slots),
+                  t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
+
+
+def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu, hw: Hw) -> Choice | None:
+    """One candidate's time (see the module docstring); None when the tile does not fit."""
+    o = _oriented(g, tile, swap, menu, hw)
+    return None if o is None else _split(g, o, split, hw)
 
 
 def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
-    """Every legal (tile, orientation, split-K) of the family's menu priced for `g`."""
+    """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
+    of a tile once for all its splits: arrays of points make this the sweep's inner loop)."""
     out = []
     for tile in menu.gemm_tiles:
         for swap in ((False, True) if tile.m != tile.n else (False,)):
-            for split in menu.split_k:
-                c = price_tile(g, tile, swap, split, menu, hw)
-                if c is not None:
-                    out.append(c)
+            o = _oriented(g, tile, swap, menu, hw)
+            if o is not None:
+                out += [_split(g, o, split, hw) for split in menu.split_k]
     return out

@@ -12,7 +12,9 @@ Streaming model (elementwise, norms, reductions, movement...):
 
 Free dims: the tile is chosen as if every free dim were `SYMBOLIC_DIM_VALUE` (a large, compute-bound
 size: the tile a deployment at scale would run), and the chosen tile's formula is kept symbolic
-(`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ.
+(`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ: sweeps therefore price
+every point with its own choice (estimator/tiling/points.py), and estimator/study/closed_form.py says
+which kernels a closed form approximates and by how much.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from estimator.tiling.residency import Residency, residency
 from hwdesc import HardwareDescriptor
 
 SYMBOLIC_DIM_VALUE = 4096
+# Most query rows per sequence a decode (split-KV) kernel takes: one token, or a few for speculative /
+# multi-token decoding. NB: such a kernel ignores the causal triangle among those few rows.
+DECODE_MAX_Q = 8
 # The efficiency constants the tile model reads (hwdesc `efficiency`; see hwdesc/schema.py).
 TILE_KEYS = ("tensor", "cuda", "sfu", "dram", "launch_s", "l2", "l2_resident", "mem_latency_s",
              "split_k_s", "softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
@@ -169,7 +174,19 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
     if not isinstance(dram, np.ndarray):
         dram = n(sympy.sympify(dram))
     return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
-                           peak, hw.efficiency[unit[0]], dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+                           peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+
+
+def unit_efficiency(hw: HardwareDescriptor, unit: tuple[str, str]) -> float:
+    """The achievable fraction of `unit`'s peak for an MMA in its dtype: `tensor_<family>` (fp8) where the
+    descriptor has one, else the unit's own (`tensor`, `cuda`)."""
+    from estimator.dtypes import tensor_peak_key
+
+    if unit[0] == TENSOR:
+        key = tensor_peak_key(unit[1])
+        if key and f"tensor_{key}" in hw.efficiency:
+            return hw.efficiency[f"tensor_{key}"]
+    return hw.efficiency[unit[0]]
 
 
 def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
@@ -251,8 +268,9 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     heads = core.batch if folded else core.heads
     batch = 1 if folded else core.batch
     kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
-    # decode: one query row attending to a KV cache (a one-token prefill without cache is a prefill)
-    decode = _always(core.seq_q, 1) and not _always(core.past, 0)
+    decode = is_decode(core.seq_q, core.seq_kv)
+    if isinstance(decode, np.ndarray):  # rows of one table (tools/calibrate.py) are all of one kind;
+        decode = bool(decode.all())  # tiling/points.py prices mixed points per kind itself
     n = sm.num
     dram = dram_bytes - resident
     if not isinstance(dram, np.ndarray):
@@ -260,6 +278,20 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     return attn_model.Attn(n(batch), n(heads), n(kv_heads), n(core.seq_q), n(core.seq_kv), n(core.dk),
                            n(core.dv), core.causal, q_bytes, kv_bytes, peak, hw.efficiency[unit[0]],
                            hw.sfu_ops_per_s, hw.cuda_flops_per_s["fp32"] / 2, decode, dram)
+
+
+def is_decode(seq_q: Any, seq_kv: Any) -> Any:
+    """Decode is decided by the shapes, as a library's dispatch does, wherever K/V come from (a past
+    input, a Concat, a plain input): at most DECODE_MAX_Q query rows over more keys than that. A free
+    seq_q is a prefill; a free seq_kv counts as longer (its value 1 is a build of its own in sweeps).
+    Elementwise on arrays (a sweep's points)."""
+    q, kv = sm.num(sympy.sympify(seq_q) if not isinstance(seq_q, np.ndarray) else seq_q), seq_kv
+    if isinstance(q, np.ndarray) or isinstance(kv, np.ndarray):
+        return (np.asarray(q) <= DECODE_MAX_Q) & (np.asarray(kv) > np.asarray(q))
+    if sm.is_sym(q) or q > DECODE_MAX_Q:
+        return False
+    longer = sympy.sympify(kv - q).is_positive
+    return longer is not False
 
 
 def _always(x: Any, value: int) -> bool:
@@ -273,8 +305,10 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
                     res: Residency) -> TilePlan | None:
     core, q_bytes, kv_bytes = found
     unit = _mma_unit(work)
-    if unit is None or unit[0] != TENSOR:
-        return None  # NB: an fp32 attention (CUDA-core MMAs) is priced by the streaming model
+    if unit is None:
+        return None
+    # fp32 attention runs the same tiled kernel with CUDA-core FMAs for its two products (the unit's
+    # peak and `cuda` efficiency); tf32/bf16/fp16/fp8 on tensor cores.
     a = attention_problem(core, q_bytes, kv_bytes, unit, work.dram_bytes, res.bytes, hw)
     if a is None:
         return None
@@ -283,7 +317,7 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + (eff["split_k_s"] if best.split > 1 else 0)
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = work.flops[unit] / (best.time * a.peak)
+    util = work.flops[unit] / (best.time * a.peak) if unit[0] == TENSOR else None
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
                  best.t_compute, memory, fixed, res)
 

@@ -1,0 +1,122 @@
+"""One price per kernel whatever the path: a sweep point equals --dim at that point (the tile model on
+arrays, estimator/tiling/points.py); the closed form says which kernels it approximates; `ort` on a
+CPU descriptor follows onnxruntime's CPU provider (no flash attention)."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from cliutil import cli
+
+import hwdesc
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.ir import dim
+from estimator.study.closed_form import closed_form
+from estimator.study.crossover_points import point_crossovers
+from estimator.study.sweep import Compiled, Sweeper
+from estimator.tiling import gemm as gemm_model
+from estimator.tiling.menu import menu_for
+from estimator.tiling.plan import hw_params
+from estimator.tiling.points import select
+from models import build as build_model
+from onnxutil import matmul_model
+from passes import STRATEGIES, pipeline_for
+
+B200 = hwdesc.load("b200")
+
+
+def _sweeper(graph, hw, fixed, precision=None):
+    pipe = pipeline_for("tensorrt", hw.family)
+    return lambda extra: estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe,
+                                  tiling=True)
+
+
+def test_select_takes_the_fastest_then_least_compute_then_first():
+    class C:
+        def __init__(self, time, t_compute):
+            self.time, self.t_compute, self.t_dram, self.t_l2 = time, t_compute, 0.0, 0.0
+
+    # point 0: 2 < 3; point 1: a tie at 5 goes to the least t_compute (1); point 2: full tie, the first
+    cands = [C(np.array([3.0, 5.0, 4.0]), np.array([0, 2, 1.0])), C(np.array([2.0, 5.0, 4.0]),
+             np.array([0, 1, 1.0]))]
+    p = select(cands, 3, lambda c: 0.0 if c is cands[0] else 9.0)
+    assert list(p.estimate_s) == [2.0, 5.0, 4.0]
+    assert list(p.launch_s) == [9.0, 9.0, 0.0]
+
+
+def test_array_gemm_matches_the_per_point_choice():
+    # M from 1 to 16384: every point's best candidate (by plan._best's rule) priced on arrays at once
+    menu, hwp = menu_for("blackwell"), hw_params(B200)
+    ms = np.array([1, 8, 64, 300, 4096, 16384], dtype=float)
+    g = gemm_model.Gemm(1, ms, 4096, 4096, 2.0, 2.0, 2.0, 2250e12, 0.8, dram_bytes=2 * 4096 * (ms * 2 + 4096))
+    arr = select(gemm_model.candidates(g, menu, hwp), len(ms), lambda c: 0.0)
+    for i, m in enumerate(ms):
+        gi = gemm_model.Gemm(1, int(m), 4096, 4096, 2.0, 2.0, 2.0, 2250e12, 0.8,
+                             dram_bytes=2 * 4096 * (int(m) * 2 + 4096))
+        best = min(gemm_model.candidates(gi, menu, hwp), key=lambda c: (round(c.time, 15), c.t_compute))
+        assert arr.estimate_s[i] == pytest.approx(best.time, rel=1e-12)
+
+
+@pytest.mark.parametrize("name,swept,precision", [("llama-tiny", "seq", None), ("llama-tiny", "seq", "bf16"),
+                                                  ("llama-tiny-decode", "past_seq", "bf16")])
+def test_sweep_points_equal_dim_estimates(name, swept, precision):
+    graph = import_model(build_model(name))
+    build = _sweeper(graph, B200, {"batch": 2}, precision)
+    values = [1, 5, 64, 1000, 8192]
+    pts = Sweeper(build).evaluate({swept: np.array(values, dtype=float)})
+    for i, v in enumerate(values):
+        r = build({swept: v})
+        assert float(pts.estimate_s[i]) == pytest.approx(float(r.totals["estimate_s"]), rel=1e-9), v
+        assert float(pts.bound_s[i]) == pytest.approx(float(r.totals["bound_s"]), rel=1e-9), v
+
+
+def test_closed_form_names_the_kernels_it_approximates():
+    # one GEMM [m, 4096] x [4096, 4096] with m free: its formula keeps the tile chosen at m = 4096
+    r = estimate(import_model(matmul_model("m", 4096, 4096, weight=True)), B200, tiling=True)
+    cf = closed_form(r, {"m": (16, 4096)})
+    (approx,) = cf.kernels
+    assert approx.kernel == "mm" and approx.tile == r.kernels[0].kernel.tile.tile
+    errors = dict((at["m"], e) for at, e in approx.rel_error)
+    assert abs(errors[4096]) < 1e-9  # exact where the tile was chosen
+    assert errors[16] > 0.05  # a 16-row GEMM runs a smaller (or split-K) tile: the formula is slower
+    assert "approximate 1 kernel(s)" in "\n".join(cf.lines())
+    # the per-point price is what --dim gives at m = 16
+    (k,) = estimate(import_model(matmul_model(16, 4096, 4096, weight=True)), B200, tiling=True).kernels
+    formula = float(r.totals["estimate_s"].subs(dim("m"), 16))
+    assert errors[16] == pytest.approx(formula / float(k.timing.estimate_s) - 1, rel=1e-9)
+
+
+def test_cli_free_dim_json_and_symbolic_carry_the_closed_form_report(capsys, tmp_path):
+    path = tmp_path / "mm.onnx"
+    onnx.save(matmul_model("m", 4096, 4096), str(path))
+    code, out, _ = cli(capsys, str(path), "--json", "--arch", "b200")
+    assert code == 0
+    report = json.loads(out)["closed_form"]
+    assert report["range"] == {"m": [64, 16384]} and not report["exact"]
+    assert [a["kernel"] for a in report["approximate"]] == ["mm"]
+    code, out, _ = cli(capsys, "--model", "llama-tiny", "--symbolic", "--arch", "b200")
+    assert code == 0 and "# closed form" in out
+
+
+def test_ort_on_a_cpu_descriptor_keeps_the_score_path():
+    assert pipeline_for("ort") == STRATEGIES["ort"] and "fuse-attention" in STRATEGIES["ort"]
+    assert "fuse-attention" not in pipeline_for("ort", "cpu")
+    assert pipeline_for("ort", "hopper") == STRATEGIES["ort"]
+    assert pipeline_for("none", "cpu") == STRATEGIES["none"]
+
+
+def test_crossovers_are_found_on_the_priced_points():
+    # one GEMM [m, 4096] x [4096, 4096] (a weight): memory-limited at small m, compute-limited at large;
+    # the change is where --dim's own limiter changes, to the integer
+    graph = import_model(matmul_model("m", 4096, 4096, weight=True))
+    r = estimate(graph, B200, tiling=True)
+    found = [c for c in point_crossovers(Compiled(r), "m", {}) if c.what == "limiter"]
+    assert found  # (at small m the load pipeline, counted as compute, limits the few CTAs)
+    for c in found:
+        b = c.to_json()["from_int"]
+        a = b - 1
+        (ka,) = estimate(graph, B200, dims={"m": a}, tiling=True).kernels
+        (kb,) = estimate(graph, B200, dims={"m": b}, tiling=True).kernels
+        assert (ka.timing.limiter, kb.timing.limiter) == (c.before, c.after), c

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""One price per kernel: a sweep point and `--dim` at the same point must agree, and the free-dim
+closed form must equal `--dim` or say which kernels it approximates and by how much.
+
+    python tools/check_one_price.py [--models all|NAME,...] [--arch b200,h100-sxm] [--precision bf16]
+                                    [--points 1,7,64,512,1024,4096,8192]
+
+Models: every bundled model (`estimate --list-models`) and the transformers exports hf-llama, hf-gpt2,
+hf-bert (models/hf_tiny.py; needs torch and transformers). Per model and GPU: the swept dim (seq, else
+past_seq, else batch; the others at their defaults, or 1), the worst relative difference between the
+sweep (estimator.study.sweep.Sweeper) and a fresh estimate with every dim bound, for the estimate and
+the bound; and the closed form's worst relative error at the same points (0 when exact). Exit 1 when a
+sweep point is off by more than 1e-6.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+
+import numpy as np  # noqa: E402
+
+import hwdesc  # noqa: E402
+import models  # noqa: E402
+from estimator.estimate import estimate  # noqa: E402
+from estimator.frontends.onnx_import import import_model  # noqa: E402
+from estimator.study.closed_form import closed_form  # noqa: E402
+from estimator.study.sweep import Sweeper  # noqa: E402
+from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
+
+HF = ("hf-llama", "hf-gpt2", "hf-bert")
+TOL = 1e-6
+
+
+def load(name: str, tmp: Path):
+    if name.startswith("hf-"):
+        import onnx
+
+        from models import hf_tiny
+
+        return import_model(onnx.load(str(hf_tiny.export(name[3:], tmp / f"{name}.onnx")))), {}
+    spec = models.MODELS[name]
+    return import_model(spec.build()), dict(spec.default_dims)
+
+
+def check(graph, defaults: dict, hw, precision, points: list[int]) -> tuple[str, float, float, float]:
+    free = sorted(s.name for s in graph.free_symbols())
+    swept = next((d for d in ("seq", "past_seq", "batch") if d in free), free[0])
+    fixed = {d: defaults.get(d, 1) for d in free if d != swept}
+    pipe = pipeline_for(DEFAULT_STRATEGY, hw.family)
+
+    def build(extra):
+        return estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe, tiling=True)
+
+    sweeper = Sweeper(build)
+    pts = sweeper.evaluate({swept: np.array(points, dtype=float)})
+    worst_est = worst_bound = 0.0
+    for i, v in enumerate(points):
+        r = build({swept: v})
+        est, bound = float(r.totals["estimate_s"]), float(r.totals["bound_s"])
+        worst_est = max(worst_est, abs(float(pts.estimate_s[i]) - est) / est)
+        worst_bound = max(worst_bound, abs(float(pts.bound_s[i]) - bound) / bound)
+    above = [p for p in points if p > 1]  # a dim of 1 is a build of its own (Sweeper)
+    cf = closed_form(sweeper.result, {swept: (min(above), max(above))})
+    cf_err = max((abs(e) for _, e in cf.total_rel_error), default=0.0) if cf and not cf.exact else 0.0
+    return swept, worst_est, worst_bound, cf_err
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="all")
+    p.add_argument("--arch", default="b200,h100-sxm")
+    p.add_argument("--precision", default=None)
+    p.add_argument("--points", default="1,7,64,512,1024,4096,8192")
+    args = p.parse_args(argv)
+    names = ([s.name for s in models.list_models()] + list(HF)) if args.models == "all" \
+        else args.models.split(",")
+    points = [int(v) for v in args.points.split(",")]
+    print(f"precision {args.precision or 'graph'}; points {points}")
+    print(f"{'model':<20}{'arch':<10}{'dim':<10}{'sweep vs --dim':>16}{'bound':>10}{'closed form':>13}")
+    failed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            graph, defaults = load(name, Path(tmp))
+            if not graph.free_symbols():
+                continue
+            for arch in args.arch.split(","):
+                swept, est, bound, cf = check(graph, defaults, hwdesc.load(arch), args.precision, points)
+                failed |= est > TOL or bound > TOL
+                print(f"{name:<20}{arch:<10}{swept:<10}{est:>16.1e}{bound:>10.1e}{cf:>12.1%}")
+    print(f"sweep = --dim within {TOL:g} at every point: {'yes' if not failed else 'NO'}; closed form: worst "
+          f"|total error| over the points' range (0: exact; else `--symbolic` lists the kernels)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
