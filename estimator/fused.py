@@ -8,6 +8,8 @@ anyway (rotary) or the tensor is small.
 An attention group (attrs["attention"]) replaces the work of its score path (QK^T, scale, mask, softmax,
 PV) by the flash-attention core of estimator/cost/attention.py: the same 4*d FLOPs per score, but with
 causal tile skipping when the mask was recognized as causal, and no S x S tensor in DRAM.
+
+A MoE group (attrs["moe"], passes/fuse_moe.py) reads its expert weights at the active experts' share.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 import sympy
 
 from estimator.cost.attention import Core, attention_core
+from estimator.cost.moe import active_fraction
 from estimator.cost.registry import Work, traffic
 from estimator.dtypes import DtypeError
 from estimator.ir import Graph, Node, Tensor
@@ -41,14 +44,24 @@ def fused_work(graph: Graph, node: Node, member_work: WorkOf) -> Work | str:
     if core:
         for k, v in attention_core(core_of(core)).flops.items():
             flops[k] = flops.get(k, 0) + v
+    scale = moe_read_scale(node.attrs.get("moe"))
     try:
-        read = sympy.Add(*(traffic(_tensor(graph, t)) for t in node.inputs if t))
+        read = sympy.Add(*(traffic(_tensor(graph, t)) * scale.get(t, 1) for t in node.inputs if t))
         written = sympy.Add(*(traffic(_tensor(graph, t)) for t in node.outputs if t))
     except DtypeError as exc:
         return str(exc)
     except ValueError as exc:  # CostError: an unshaped boundary tensor
         return str(exc)
     return Work(flops, read, written)
+
+
+def moe_read_scale(info: dict | None) -> dict:
+    """A grouped-GEMM MoE kernel (passes/fuse_moe.py) reads each active expert's weights once: the
+    share of its expert-weight inputs it reads (every expert when the routing is unknown)."""
+    if not info or info.get("top_k") is None:
+        return {}
+    frac = active_fraction(info["experts"], info["top_k"], info["tokens"])
+    return dict.fromkeys(info["weights"], frac)
 
 
 def core_of(info: dict) -> Core:

@@ -11,6 +11,8 @@ fixed patterns, then epilogues, then generic vertical fusion of what is left.
   out so the strategy shows what fusion alone buys.
 - tensorrt: TensorRT(-LLM)'s fusions: attention (fMHA), norms with their residual Add, GEMM epilogues, and
   the rotary and gated-MLP patterns its plugins fuse; other pointwise chains stay separate.
+- fuse-moe (ort, tensorrt, max): per-token gathered expert weights become grouped GEMMs that read
+  each active expert once (onnxruntime's MoE, TensorRT-LLM's MoE plugin).
 - max: every rule the estimator knows: the most an inference compiler could fuse.
 The default is tensorrt, the deployment most users target.
 """
@@ -19,10 +21,11 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-bias-act",
+    "ort": "canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-bias-act",
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
-    "max": "canonicalize,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,fuse-elementwise",
+    "tensorrt": "canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
+    "max": ("canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,"
+            "fuse-elementwise"),
 }
 DEFAULT_STRATEGY = "tensorrt"
 

@@ -7,6 +7,7 @@ from estimator.cost import (  # noqa: F401  (imported for their @register side e
     elementwise,
     matmul,
     misc,
+    moe,
     movement,
     quant,
     recurrent,
