@@ -75,6 +75,7 @@ def core_of(info: dict) -> Core:
         dv=info["dv"],
         causal=info["causal"],
         dtype=info["dtype"],
+        window=info.get("window", -1),
     )
 
 

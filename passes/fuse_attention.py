@@ -4,7 +4,8 @@
 #                   with the Transpose / Expand / Reshape around Q, K, V and O   =>   Fused(attention)
 The kernel reads Q, K, V (K and V before the grouped-query Expand, so at kv heads) and the mask, writes
 O, and never materializes the S x S scores; FLOPs are the flash-attention core's (4 * d per score),
-halved (the exact triangle) when the mask is recognized as causal.
+halved (the exact triangle) when the mask is recognized as causal, capped at the window when the
+causal mask also has a sliding-window band (passes/mask_window.py).
 
 Legality (each refusal returns its reason): the softmax input must come from a MatMul through elementwise
 ops only; the softmax output may only feed elementwise ops that end in the PV MatMul; no intermediate may
@@ -30,6 +31,7 @@ from passes.graph_edit import (
     is_weight,
     producer,
 )
+from passes.mask_window import window_left
 from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-attention"
@@ -207,6 +209,7 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     if reason:
         return reason
     causal = is_causal(graph, masks)
+    window = window_left(graph, masks) if causal else None
     info = {
         "batch_heads": sympy.Mul(*scores.shape[:-2]),
         "seq_q": scores.shape[-2],
@@ -215,9 +218,10 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
         "dv": v.shape[-1],
         "causal": causal,
         "dtype": q.dtype,
+        "window": -1 if window is None else window,
         "_members": tuple(sorted(core)),  # underscore: names, not part of the kernel's signature
     }
-    # A causal kernel builds its mask from tile indices (is_causal): it does not read the mask tensor.
+    # A causal (or banded) kernel builds its mask from tile indices: it does not read the mask tensor.
     return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name,
                  drop_inputs=frozenset(masks) if causal else frozenset())
 

@@ -40,7 +40,10 @@ def expected_active_experts(experts, top_k, tokens) -> Expr:
     e, k, t = (sympy.sympify(v) for v in (experts, top_k, tokens))
     if e == k:
         return e
-    return e * (1 - (1 - k / e) ** t)
+    idle = 1 - k / e
+    if idle.is_number:  # a float: (3/4)**256 as an exact rational would be a 100-digit fraction
+        idle = sympy.Float(idle)
+    return e * (1 - idle ** t)
 
 
 def active_fraction(experts, top_k, tokens) -> Expr:
