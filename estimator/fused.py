@@ -65,9 +65,18 @@ def moe_read_scale(info: dict | None) -> dict:
 
 
 def core_of(info: dict) -> Core:
+    """The fused pattern's core. With K/V shared by a group of query heads (grouped-query, MLA's one
+    latent head) the core is `kv_batch_heads` sequences of `group` query heads over one K/V head."""
+    kv_bh = info.get("kv_batch_heads")
+    group = sympy.simplify(info["batch_heads"] / kv_bh) if kv_bh is not None else None
+    if group is not None and group.is_integer and group != 1:
+        batch, heads, kv_heads = kv_bh, group, sympy.Integer(1)
+    else:
+        batch, heads, kv_heads = info["batch_heads"], sympy.Integer(1), None
     return Core(
-        batch=info["batch_heads"],
-        heads=sympy.Integer(1),
+        batch=batch,
+        heads=heads,
+        kv_heads=kv_heads,
         seq_q=info["seq_q"],
         seq_new=info["seq_q"],
         past=info["seq_kv"] - info["seq_q"],

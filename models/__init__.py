@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 import onnx
 
-from models import bert, gpt2, llama, resnet
+from models import bert, decoder, gpt2, llama, named_configs, resnet
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,9 @@ def _registry() -> dict[str, ModelSpec]:
                         {"batch": 1, "past_seq": 4096}),
         *_decoder_specs(llama, "llama-3-70b", llama.LLAMA_3_70B, {"batch": 1, "seq": 2048},
                         {"batch": 1, "past_seq": 4096}),
+        *(spec for name, cfg in named_configs.NAMED.items()
+          for spec in _decoder_specs(decoder, name, cfg, {"batch": 1, "seq": 2048},
+                                     {"batch": 1, "past_seq": 4096})),
         _encoder_spec(bert, "bert-base", bert.BERT_BASE, {"batch": 1, "seq": 128}),
         _encoder_spec(resnet, "resnet50", resnet.RESNET50, {"batch": 1}),
     ]

@@ -36,7 +36,7 @@ from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-attention"
 # Layout and scaling ops exporters put around Q, K, V and O; absorbed when the kernel is their only reader.
-PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div"})
+PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div", "Slice"})
 COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 CAUSAL_NAME_HINTS = ("causal", "tril", "bias", "mask")
 
@@ -183,6 +183,22 @@ def _from_range(graph: Graph, tensor: str, budget: int = 24) -> bool:
     return False
 
 
+def _kv_batch_heads(graph: Graph, kt: str, names: set[str], per_head: sympy.Expr) -> sympy.Expr | None:
+    """batch x K heads of the K tensor the kernel reads (before the grouped-query Expand it absorbed),
+    when that provably divides the query's batch x heads; None otherwise."""
+    tensor = kt
+    while (p := producer(graph, tensor)) is not None and p.name in names and p.op_type in PREP_OPS:
+        data = [t for t in p.inputs if t and not is_host(graph, t)]
+        if len(data) != 1:
+            break
+        tensor = data[0]
+    t = graph.tensors.get(tensor)
+    if t is None or t.shape is None:
+        return None
+    heads = sympy.simplify(t.numel / per_head)
+    return heads if heads.is_integer else None
+
+
 def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Group | str:
     """The attention group anchored at `softmax`, or why there is none."""
     up = _score_chain(graph, cons, softmax)
@@ -208,6 +224,7 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     reason = convexity_violation(graph, names)
     if reason:
         return reason
+    kv_bh = _kv_batch_heads(graph, qk.inputs[1], names, scores.shape[-1] * q.shape[-1])
     causal = is_causal(graph, masks)
     window = window_left(graph, masks) if causal else None
     info = {
@@ -219,6 +236,7 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
         "causal": causal,
         "dtype": q.dtype,
         "window": -1 if window is None else window,
+        "kv_batch_heads": kv_bh,  # K/V heads (x batch) the kernel reads: grouped-query / MLA sharing
         "_members": tuple(sorted(core)),  # underscore: names, not part of the kernel's signature
     }
     # A causal (or banded) kernel builds its mask from tile indices: it does not read the mask tensor.

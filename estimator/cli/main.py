@@ -30,7 +30,7 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch"]
+MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch", "estimator.cli.hf"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
@@ -155,6 +155,12 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         if not args.symbolic:
             dims = {**spec.default_dims, **dims}
         return graph, dims
+    if getattr(args, "hf_config", None):  # --hf-config config.json (estimator/cli/hf.py)
+        from estimator.cli.hf import load_hf_graph
+
+        if args.model_path or args.model_name:
+            raise UsageError("give either MODEL, --model NAME or --hf-config, not two")
+        return load_hf_graph(args), dims
     if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/torch_mode.py)
         from estimator.cli.pytorch import load_torch_graph
 
