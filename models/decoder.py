@@ -25,7 +25,8 @@ MODES = ("prefill", "decode")
 
 def describe(cfg: DecoderConfig, mode: str) -> str:
     total, active = cfg.param_counts()
-    kind = (f"MoE {cfg.moe.experts}x top-{cfg.moe.top_k}" if cfg.moe else "dense") + (", MLA" if cfg.mla else "")
+    kind = f"MoE {cfg.moe.experts}x top-{cfg.moe.top_k}" if cfg.moe else "dense"
+    kind += ", MLA" if cfg.mla else ""
     windows = sorted({w for w in cfg.layer_windows if w >= 0})
     win = f", window {'/'.join(map(str, windows))}" if windows else ""
     return (f"{cfg.model_type} decoder ({kind}{win}), {cfg.num_layers} layers, hidden {cfg.hidden}, "
@@ -77,7 +78,8 @@ def build(name: str, cfg: DecoderConfig, mode: str, weights: str | None = None) 
             rope = rope_tables(b, cfg, positions, cfg.mla.qk_rope_dim if cfg.mla else cfg.head_dim)
         layer_masks = {} if decode else masks(b, cfg, positions)
         for i in range(cfg.num_layers):
-            x, present = _layer(b, cfg, i, x, rope, layer_masks.get(cfg.window(i)), pasts[i] if decode else None)
+            past = pasts[i] if decode else None
+            x, present = _layer(b, cfg, i, x, rope, layer_masks.get(cfg.window(i)), past)
             names = ("latent",) if cfg.mla else ("key", "value")
             for tensor, kind in zip(present, names, strict=True):
                 b.output(tensor, f"present.{i}.{kind}", FLOAT, _present_dims(cfg, i, decode))

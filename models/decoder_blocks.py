@@ -59,7 +59,8 @@ def masks(b: GraphBuilder, cfg: DecoderConfig, positions: str) -> dict[int, str]
         allowed = b.op("GreaterOrEqual", rows, cols)
         zero, fill = b.const(0.0, np.float32), b.const(MASK_FILL, np.float32)
         for w in sorted({cfg.window(i) for i in range(cfg.num_layers)}):
-            keep = allowed if w < 0 else b.op("And", allowed, b.op("Greater", cols, b.op("Sub", rows, b.const(w))))
+            band = None if w < 0 else b.op("Greater", cols, b.op("Sub", rows, b.const(w)))
+            keep = allowed if band is None else b.op("And", allowed, band)
             out[w] = b.op("Where", keep, zero, fill)
     return out
 
@@ -70,7 +71,8 @@ def gated_mlp(b: GraphBuilder, x: str, prefix: str, hidden: int, ffn: int, act: 
 
     gate = linear(b, x, f"{prefix}.gate_proj", hidden, ffn, bias=False)
     up = linear(b, x, f"{prefix}.up_proj", hidden, ffn, bias=False)
-    return linear(b, b.op("Mul", activation(b, gate, act), up), f"{prefix}.down_proj", ffn, hidden, bias=False)
+    gated = b.op("Mul", activation(b, gate, act), up)
+    return linear(b, gated, f"{prefix}.down_proj", ffn, hidden, bias=False)
 
 
 def activation(b: GraphBuilder, x: str, act: str) -> str:

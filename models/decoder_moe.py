@@ -63,7 +63,8 @@ def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
         y = _expert_projection(b, b.op("Mul", activation(b, gate, cfg.act), up), down, biases[1], rows)
         pair_w = b.op("Unsqueeze", b.op("Reshape", weights, b.const([-1])), b.const([1]))
         y = b.op("Mul", y, b.op("Cast", pair_w, to=FLOAT))
-        y = b.op("ReduceSum", b.op("Reshape", y, b.const([-1, m.top_k, cfg.hidden])), b.const([1]), keepdims=0)
+        per_token = b.op("Reshape", y, b.const([-1, m.top_k, cfg.hidden]))
+        y = b.op("ReduceSum", per_token, b.const([1]), keepdims=0)
     if m.shared_experts:
         with b.scope("shared_experts"):
             shared = gated_mlp(b, tokens, f"{prefix}.shared_experts", cfg.hidden, m.shared_experts * m.ffn,

@@ -1,6 +1,7 @@
 """fuse-attention: scaled-dot-product attention written out as ops becomes one flash-attention kernel.
 
-# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> Softmax -> [Where nan] -> MatMul(V)
+# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> [Concat sinks] -> Softmax
+#                   -> [Where nan] [Slice sinks off] -> MatMul(V)
 #                   with the Transpose / Expand / Reshape around Q, K, V and O   =>   Fused(attention)
 The kernel reads Q, K, V (K and V before the grouped-query Expand, so at kv heads) and the mask, writes
 O, and never materializes the S x S scores; FLOPs are the flash-attention core's (4 * d per score),
@@ -36,7 +37,9 @@ from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-attention"
 # Layout and scaling ops exporters put around Q, K, V and O; absorbed when the kernel is their only reader.
-PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div", "Slice"})
+# Slice: MLA's values are the first kv_lora_rank columns of the latent cache the keys read whole.
+PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div",
+                      "Slice"})
 COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 CAUSAL_NAME_HINTS = ("causal", "tril", "bias", "mask")
 
@@ -59,6 +62,12 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
             return "scores are read outside the attention pattern"
         if p.op_type == "MatMul":
             return p, chain, masks
+        sink = _sink_column(graph, p)
+        if sink is not None:  # gpt-oss: Concat(scores, sink logit column) before the softmax
+            masks.append(sink)
+            chain.append(p)
+            current = p.inputs[0]
+            continue
         if p.op_type not in ELEMENTWISE:
             return f"softmax input passes through {p.op_type}, not an elementwise op"
         data = [t for t in p.inputs if t and not is_host(graph, t)]
@@ -69,6 +78,21 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
         masks += [t for t in p.inputs if t and t != main]
         chain.append(p)
         current = main
+
+
+def _rank(graph: Graph, tensor: str) -> int:
+    t = graph.tensors.get(tensor)
+    return 4 if t is None or t.shape is None else len(t.shape)  # unknown: still a candidate
+
+
+def _sink_column(graph: Graph, node: Node) -> str | None:
+    """The sink input of Concat(scores, sinks[..., 1]) along the last axis (attention sinks), or None."""
+    if node.op_type != "Concat" or len(node.inputs) != 2 or int(node.attrs.get("axis", 0)) not in (-1, 3):
+        return None
+    sink = graph.tensors.get(node.inputs[1])
+    if sink is None or sink.shape is None or not sink.shape or sink.shape[-1] != 1:
+        return None
+    return node.inputs[1]
 
 
 def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, set[str]] | str:
@@ -87,7 +111,8 @@ def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, se
                 if pv is not None and pv.name != n.name:
                     return "attention probabilities feed two MatMuls"
                 pv = n
-            elif n.op_type in ELEMENTWISE and all(t in produced for t in data):
+            elif (n.op_type in ELEMENTWISE or n.op_type == "Slice") and all(t in produced for t in data):
+                # Slice: dropping the sink column again
                 inside.add(name)
                 produced.update(n.outputs)
                 pending.update({c.name: c for o in n.outputs for c in cons.of(o) if c.name not in inside})
@@ -249,8 +274,8 @@ def fuse_attention(graph: Graph) -> PassResult:
     cons = Consumers(graph)
     groups, refusals, taken = [], [], set()
     for node in graph.topo_nodes():
-        if node.op_type != "Softmax" or node.name in taken:
-            continue
+        if node.op_type != "Softmax" or node.name in taken or _rank(graph, node.inputs[0]) < 3:
+            continue  # rank < 3: a router or classifier softmax, not attention scores (no refusal)
         found = match(graph, cons, node, taken)
         if isinstance(found, str):
             refusals.append(Refusal(RULE, (node.name,), found))

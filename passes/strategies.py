@@ -1,6 +1,7 @@
 """Named fusion strategies, each written down once as data: the pass pipeline that lowers a graph the
 way that compiler would. The order matters: attention first (it needs the raw score path), then the
-fixed patterns, then epilogues, then generic vertical fusion of what is left.
+fixed patterns (rotary before the norms: a q/k norm feeding the rotary, as in Gemma 3 and Qwen3, would
+otherwise absorb the rotary's x * cos), then epilogues, then generic vertical fusion of what is left.
 
 - none: one kernel per op (only canonicalization: views and shape arithmetic launch nothing anyway).
 - ort: onnxruntime's CUDA provider with its transformer optimizer: Attention / MultiHeadAttention /
@@ -21,10 +22,10 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-bias-act",
+    "ort": "canonicalize,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-bias-act",
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": "canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
-    "max": ("canonicalize,fuse-attention,fuse-moe,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,"
+    "tensorrt": "canonicalize,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,fuse-epilogue",
+    "max": ("canonicalize,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,fuse-epilogue,"
             "fuse-elementwise"),
 }
 DEFAULT_STRATEGY = "tensorrt"

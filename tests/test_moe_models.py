@@ -99,7 +99,8 @@ def test_gemma3_local_and_global_layers():
 
 
 def test_gemma2_softcap_counts_tanh():
-    cfg = hf_config.decoder_config(_config(model_type="gemma2", num_hidden_layers=2, attn_logit_softcapping=50.0))
+    cfg = hf_config.decoder_config(_config(model_type="gemma2", num_hidden_layers=2,
+                                           attn_logit_softcapping=50.0))
     g = hf_config.build_graph(cfg)
     assert sum(1 for n in g.topo_nodes() if n.op_type == "Tanh") >= 2  # one soft-cap per layer
 
@@ -127,3 +128,37 @@ def test_hf_config_cli_prices_a_moe_decode(capsys, tmp_path):
     assert code == 0
     kinds = {k["kind"] for k in json.loads(out)["kernels"]}
     assert "moe" in kinds
+
+
+@pytest.mark.parametrize("name", sorted(named_configs.NAMED))
+@pytest.mark.parametrize("decode", [False, True])
+def test_named_families_price_fully_under_every_strategy(name, decode):
+    """Each bundled family on a 4-layer copy (DeepSeek's dense first layers and MoE layers, gpt-oss's
+    sliding and full layers all present): no uncosted op, fusion never adds bytes, and tensor FLOPs
+    are kept (prefill: flash attention's skipped causal tiles aside)."""
+    from dataclasses import replace
+
+    from estimator.frontends.onnx_import import import_model
+    from models import decoder
+    from passes import STRATEGIES
+
+    full = named_configs.NAMED[name]
+    windows = full.layer_windows[:4]
+    moe = replace(full.moe, first_dense=min(full.moe.first_dense, 1)) if full.moe else None
+    cfg = replace(full, num_layers=4, layer_windows=windows, moe=moe)
+    g = import_model(decoder.build(name, cfg, "decode" if decode else "prefill"))
+    dims = {"batch": 2, "past_seq": 300} if decode else {"batch": 1, "seq": 256}
+    base = estimate(g, H100, precision="bf16", dims=dims)
+    assert not base.uncosted and not base.graph.unknown_dims
+
+    def tensor(r):
+        return float(sum(p.kernel.work.flops.get(("tensor", "bf16"), 0) for p in r.kernels))
+
+    for strategy, pipeline in STRATEGIES.items():
+        r = estimate(g, H100, precision="bf16", dims=dims, pipeline=pipeline)
+        assert not r.uncosted, strategy
+        assert float(r.totals["dram_bytes"]) <= float(base.totals["dram_bytes"]), strategy
+        if decode or "fuse-attention" not in pipeline:
+            assert tensor(r) == pytest.approx(tensor(base), rel=1e-9), strategy
+        else:
+            assert tensor(r) <= tensor(base), strategy

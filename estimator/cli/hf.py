@@ -1,7 +1,8 @@
 """`estimate --hf-config config.json [--decode]`: price the decoder a transformers config describes,
 built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
 
-`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider) is accepted and validated, but its all-to-all dispatch and combine are
+`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider) is accepted
+and validated, but its all-to-all dispatch and combine are
 not priced yet: the communication model belongs to estimator/serve/collectives.py (issue 17). NB: the
 seam is the graph: insert com.microsoft AllToAll nodes (attribute group_size) around each MoE block.
 """
@@ -38,5 +39,6 @@ def load_hf_graph(args: argparse.Namespace):
 
     cfg = hf_config.load(args.hf_config)
     if args.expert_parallel is not None and cfg.moe is not None and cfg.moe.experts % args.expert_parallel:
-        raise UserError(f"--expert-parallel {args.expert_parallel} does not divide the {cfg.moe.experts} experts")
+        raise UserError(f"--expert-parallel {args.expert_parallel} does not divide the "
+                        f"{cfg.moe.experts} experts")
     return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}")

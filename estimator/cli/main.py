@@ -30,7 +30,8 @@ class UsageError(UserError):
 # Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
 # mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
 # instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
-MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch", "estimator.cli.hf"]
+MODES: list[str] = ["estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
+                    "estimator.cli.hf"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module

@@ -100,8 +100,8 @@ def _qwen3_moe(cfg):
 
 @reader("mixtral")
 def _mixtral(cfg):
-    moe = MoeSpec(_get(cfg, "num_local_experts"), _get(cfg, "num_experts_per_tok"), _get(cfg, "intermediate_size"),
-                  router="topk_softmax")
+    moe = MoeSpec(_get(cfg, "num_local_experts"), _get(cfg, "num_experts_per_tok"),
+                  _get(cfg, "intermediate_size"), router="topk_softmax")
     return DecoderConfig(**_base(cfg, moe=moe, layer_windows=_windows(cfg)))
 
 
@@ -118,8 +118,8 @@ def _deepseek_v3(cfg):
 
 @reader("gpt_oss")
 def _gpt_oss(cfg):
-    moe = MoeSpec(_get(cfg, "num_local_experts"), _get(cfg, "num_experts_per_tok"), _get(cfg, "intermediate_size"),
-                  router="topk_softmax", expert_bias=True)
+    moe = MoeSpec(_get(cfg, "num_local_experts"), _get(cfg, "num_experts_per_tok"),
+                  _get(cfg, "intermediate_size"), router="topk_softmax", expert_bias=True)
     n = _get(cfg, "num_hidden_layers")
     alternating = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     return DecoderConfig(**_base(cfg, moe=moe, qkv_bias=True, o_bias=True, sinks=True,
@@ -154,7 +154,8 @@ def decoder_config(cfg: Mapping[str, Any]) -> DecoderConfig:
         raise HfConfigError("config.json must hold a JSON object")
     model_type = cfg.get("model_type")
     if model_type not in READERS:
-        raise HfConfigError(f"model_type {model_type!r} is not supported; supported: {', '.join(sorted(READERS))}")
+        raise HfConfigError(f"model_type {model_type!r} is not supported; "
+                            f"supported: {', '.join(sorted(READERS))}")
     try:
         return READERS[model_type](cfg)
     except (TypeError, ValueError) as exc:
