@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""TPOT of Qwen3-32B, Qwen3-235B-A22B and gpt-oss-120b against measured H100 serving (issue 13).
+
+Source: ../shared/calibration/h100_sxm/e2e_serving.csv.gz (aiconfigurator's silicon_sample: TensorRT-LLM,
+vLLM and SGLang at a fixed client concurrency). Until the serving issue's `--serve` lands, a TPOT is
+priced as ONE decode step at batch = concurrency against a cache of past = isl + osl / 2 tokens, on one
+GPU's shard of the model:
+- tensor parallelism TP: query/KV heads, the dense MLP, the LM head split TP ways (KV heads at least 1);
+- MoE: expert parallelism EP holds E / EP experts per GPU and sees T * k / EP of the routed pairs
+  (a config with E / EP experts and top-k / EP routes the same expected active experts per GPU);
+  moe_tp splits each expert's width;
+- precision: the row's (fp8 -> fp8; empty -> bf16); gpt-oss's MXFP4 weights are priced as fp8 (NB: H100
+  has no fp4 tensor cores; vLLM runs them through a W4A16 kernel, which reads half of fp8's bytes).
+NB: no all-reduce / all-to-all (the communication model is issue 17's), no scheduler or sampling time,
+and disaggregated rows are left out. Targets: Qwen3-32B median |error| <= 12%, the MoE models <= 20%.
+
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import statistics
+import sys
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_CSV = ROOT.parent / "shared" / "calibration" / "h100_sxm" / "e2e_serving.csv.gz"
+MODELS = {"qwen3-32b": "Qwen/Qwen3-32B", "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B-FP8",
+          "gpt-oss-120b": "openai/gpt-oss-120b"}
+TARGETS = {"qwen3-32b": 0.12, "qwen3-235b-a22b": 0.20, "gpt-oss-120b": 0.20}
+
+
+def _int(row: dict, key: str, default: int = 1) -> int:
+    """A parallel size; empty or 0 (the CSV writes both for "not used") is `default`."""
+    return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
+
+
+def shard(cfg, tp: int, ep: int, moe_tp: int):
+    """One GPU's share of `cfg` (see the module docstring)."""
+    moe = cfg.moe
+    if moe is not None:
+        moe = replace(moe, experts=moe.experts // ep, top_k=max(1, moe.top_k // ep), ffn=moe.ffn // moe_tp)
+    return replace(cfg, num_heads=cfg.num_heads // tp, num_kv_heads=max(1, cfg.num_kv_heads // tp),
+                   ffn=cfg.ffn // tp, vocab=cfg.vocab // tp, moe=moe)
+
+
+def rows_of(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return [r for r in csv.DictReader(f) if r["mode"] == "agg" and r["silicon_tpot_ms"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    ap.add_argument("--models", default=",".join(MODELS))
+    args = ap.parse_args(argv)
+
+    import numpy as np
+
+    import hwdesc
+    from estimator.estimate import estimate
+    from estimator.frontends.hf_config import build_graph
+    from estimator.study.sweep import Sweeper
+    from models.named_configs import NAMED
+    from passes import pipeline_for
+
+    hw = hwdesc.load("h100-sxm")
+    rows = rows_of(args.csv)
+    failed = False
+    for name in args.models.split(","):
+        mine = [r for r in rows if r["model_path"] == MODELS[name]]
+        groups: dict[tuple, list[dict]] = defaultdict(list)
+        for r in mine:
+            precision = "fp8" if r["precision"] in ("fp8", "fp4") else "bf16"
+            key = (_int(r, "tp_size"), _int(r, "moe_ep_size"), _int(r, "moe_tp_size"), precision)
+            groups[key].append(r)
+        errors_by_key = {}
+        for (tp, ep, moe_tp, precision), grp in sorted(groups.items()):
+            graph = build_graph(shard(NAMED[name], tp, ep, moe_tp), decode=True)
+            sweeper = Sweeper(lambda extra, g=graph, p=precision: estimate(
+                g, hw, precision=p, dims=dict(extra), pipeline=pipeline_for("tensorrt"), tiling=True))
+            batch = np.array([float(r["batch_size"]) for r in grp])
+            past = np.array([float(r["isl"]) + float(r["osl"]) / 2 for r in grp])
+            est = sweeper.evaluate({"batch": batch, "past_seq": past}).estimate_s * 1e3
+            meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
+            errors_by_key[(tp, ep, moe_tp, precision)] = (est - meas) / meas
+        all_err = np.concatenate(list(errors_by_key.values()))
+        med = float(statistics.median(np.abs(all_err)))
+        ok = med <= TARGETS[name]
+        failed |= not ok
+        print(f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
+              f"{'ok' if ok else 'MISSED'}")
+        print(f"  {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>5} {'rows':>5} {'median err':>11} "
+              f"{'median |err|':>13}")
+        for (tp, ep, moe_tp, precision), err in errors_by_key.items():
+            signed, absolute = float(np.median(err)), float(np.median(np.abs(err)))
+            print(f"  {tp:>3} {ep:>3} {moe_tp:>6} {precision:>5} {len(err):>5} {signed:>11.1%} "
+                  f"{absolute:>13.1%}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
