@@ -107,3 +107,30 @@ def test_hf_config_matches_the_export(family, check_bytes):
         assert float(built["dram_bytes"]) - kv_transposes == pytest.approx(float(exported["dram_bytes"]),
                                                                           rel=0.02)
         assert float(built["dram_bytes"] - exported["dram_bytes"]) == pytest.approx(kv_transposes, abs=1)
+
+
+def _fused(family: str, strategy: str = "tensorrt", dims=None):
+    dims = dims or {"batch": 1, "seq": 64}
+    return estimate(_export(family), H100, dims=dims, pipeline=pipeline_for(strategy))
+
+
+@pytest.mark.parametrize("strategy", ["ort", "tensorrt"])
+def test_gpt2_gelu_tanh_runs_in_the_gemm_epilogue(strategy):
+    r = _fused("gpt2", strategy)
+    ops = [{n.op_type for n in p.kernel.nodes} for p in r.kernels]
+    epilogues = [k for k in ops if {"Gemm", "Tanh"} <= k]
+    assert len(epilogues) == 2  # c_fc + GELU(tanh), one per layer (2 layers)
+    assert not [x for x in r.refusals if x.reason.startswith("near miss")]
+
+
+def test_deepseek_interleaved_rotary_is_one_kernel_each():
+    r = _fused("deepseek_v3")
+    rotary = [p.kernel for p in r.kernels if p.kernel.kind == "rotary"]
+    assert len(rotary) == 4  # q_pe and k_pe, 2 layers
+    assert all(sum(n.op_type == "Slice" for n in k.nodes) == 2 for k in rotary)  # the even / odd halves
+
+
+def test_gemma3_rotary_after_qk_norm_is_matched():
+    r = _fused("gemma3_text")
+    assert not [x for x in r.refusals if x.rule == "fuse-rotary"]
+    assert len([p for p in r.kernels if p.kernel.kind == "rotary"]) == 4  # q and k, 2 layers

@@ -62,3 +62,21 @@ def test_a_fused_kernel_hiding_a_weight_derived_tensor_does_not_count_it():
     names = {n.name for n in g.topo_nodes() if n.op_type in ("Gather", "Transpose", "Add")}
     fused = apply_groups(g, [Group("test", frozenset(names), "elementwise")])
     assert weight_bytes(g) == weight_bytes(fused) == 32 * 4 * 4
+
+
+def test_near_miss_epilogue_is_reported():
+    """fuse-bias-act admits no second activation: MatMul -> Add(residual) is a near miss, named."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+             helper.make_node("Add", ["y", "r"], ["out"], name="residual")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", f, [8, 32]),
+                                       helper.make_tensor_value_info("r", f, [8, 64])],
+                          [helper.make_tensor_value_info("out", f, [8, 64])],
+                          [numpy_helper.from_array(np.zeros((32, 64), np.float32), "w")])
+    graph = import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    r = estimate(graph, H100, pipeline="canonicalize,fuse-bias-act")
+    assert [(x.rule, x.nodes) for x in r.refusals] == [("fuse-bias-act", ("mm",))]
+    assert r.refusals[0].reason == ("near miss: the epilogue Add reads a second activation produced "
+                                    "after the GEMM")
+    fused = estimate(graph, H100, pipeline="canonicalize,fuse-epilogue")  # the residual epilogue takes it
+    assert not fused.refusals and len(fused.kernels) == 1
