@@ -162,3 +162,15 @@ def test_named_families_price_fully_under_every_strategy(name, decode):
             assert tensor(r) == pytest.approx(tensor(base), rel=1e-9), strategy
         else:
             assert tensor(r) <= tensor(base), strategy
+
+
+def test_window_tile_estimate_follows_the_band():
+    """The tile model prices a sliding-window layer over its band: at seq 8192, window 128, the
+    attention estimate is a small fraction of the full causal layer's (which visits ~32x the keys)."""
+    def attention_estimate(cfg_dict):
+        r = estimate(hf_config.build_graph(hf_config.decoder_config(cfg_dict)), H100, precision="bf16",
+                     dims={"batch": 1, "seq": 8192}, pipeline=pipeline_for("tensorrt"), tiling=True)
+        return sum(float(p.timing.estimate_s) for p in r.kernels if p.kernel.kind == "attention")
+
+    windowed, full = attention_estimate(_config()), attention_estimate(_config(sliding_window=None))
+    assert windowed < full / 4
