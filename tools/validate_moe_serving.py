@@ -3,8 +3,12 @@
 
 Source: ../shared/calibration/h100_sxm/e2e_serving.csv.gz (aiconfigurator's silicon_sample: TensorRT-LLM,
 vLLM and SGLang at a fixed client concurrency). Until the serving issue's `--serve` lands, a TPOT is
-priced as ONE decode step at batch = concurrency against a cache of past = isl + osl / 2 tokens, on one
-GPU's shard of the model:
+priced as ONE decode step at batch B = concurrency against a cache of past = isl + osl / 2 tokens, on one
+GPU's shard of the model, plus (`--steady`, the default) the prefills in-flight batching mixes into
+every step in steady state: B / osl requests finish per step, so as many arrive, each prefilling isl
+tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes 128 -> 512: 0.5 x a
+~160 ms prefill, as this predicts). The KV cache is appended in place (the decode graph's Concat of
+past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
 - tensor parallelism TP: query/KV heads, the dense MLP, the LM head split TP ways (KV heads at least 1);
 - MoE: expert parallelism EP holds E / EP experts per GPU and sees T * k / EP of the routed pairs
   (a config with E / EP experts and top-k / EP routes the same expected active experts per GPU);
@@ -51,6 +55,44 @@ def shard(cfg, tp: int, ep: int, moe_tp: int):
                    ffn=cfg.ffn // tp, vocab=cfg.vocab // tp, moe=moe)
 
 
+def _kernel_sum(result, keep):
+    """sum of the kept kernels' estimate_s as a function of the one free dim."""
+    import sympy
+
+    from estimator.ir import dim
+
+    total = sympy.Add(*(p.timing.estimate_s for p in result.kernels if keep(result.graph, p.kernel)))
+    free = sorted(total.free_symbols, key=str)
+    if not free:
+        return lambda _x, v=float(total): v
+    return sympy.lambdify([dim(free[0].name)], total, "numpy")
+
+
+def _not_cache_copy(graph, kernel) -> bool:
+    node = graph.node(kernel.name)
+    return not (node.op_type == "Concat" and any(t.startswith("past_key_values.") for t in node.inputs))
+
+
+def _decode_step(graph, hw, precision: str, batches: set[int]) -> dict:
+    """batch -> (past_seq -> seconds of one decode step): tiles chosen at the bound batch."""
+    from estimator.estimate import estimate
+    from passes import pipeline_for
+
+    return {b: _kernel_sum(estimate(graph, hw, precision=precision, dims={"batch": b},
+                                    pipeline=pipeline_for("tensorrt"), tiling=True), _not_cache_copy)
+            for b in sorted(batches)}
+
+
+def _prefill(graph, hw, precision: str):
+    """isl -> seconds of one request's prefill (batch 1)."""
+    from estimator.estimate import estimate
+    from passes import pipeline_for
+
+    r = estimate(graph, hw, precision=precision, dims={"batch": 1}, pipeline=pipeline_for("tensorrt"),
+                 tiling=True)
+    return _kernel_sum(r, lambda g, k: True)
+
+
 def rows_of(path: Path) -> list[dict]:
     with gzip.open(path, "rt") as f:
         return [r for r in csv.DictReader(f) if r["mode"] == "agg" and r["silicon_tpot_ms"]]
@@ -60,16 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--no-steady", dest="steady", action="store_false",
+                    help="price the decode step alone (no in-flight prefills)")
     args = ap.parse_args(argv)
 
     import numpy as np
 
     import hwdesc
-    from estimator.estimate import estimate
     from estimator.frontends.hf_config import build_graph
-    from estimator.study.sweep import Sweeper
     from models.named_configs import NAMED
-    from passes import pipeline_for
 
     hw = hwdesc.load("h100-sxm")
     rows = rows_of(args.csv)
@@ -83,12 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             groups[key].append(r)
         errors_by_key = {}
         for (tp, ep, moe_tp, precision), grp in sorted(groups.items()):
-            graph = build_graph(shard(NAMED[name], tp, ep, moe_tp), decode=True)
-            sweeper = Sweeper(lambda extra, g=graph, p=precision: estimate(
-                g, hw, precision=p, dims=dict(extra), pipeline=pipeline_for("tensorrt"), tiling=True))
-            batch = np.array([float(r["batch_size"]) for r in grp])
-            past = np.array([float(r["isl"]) + float(r["osl"]) / 2 for r in grp])
-            est = sweeper.evaluate({"batch": batch, "past_seq": past}).estimate_s * 1e3
+            cfg = shard(NAMED[name], tp, ep, moe_tp)
+            batches = {int(r["batch_size"]) for r in grp}
+            step = _decode_step(build_graph(cfg, decode=True), hw, precision, batches)
+            prefill = _prefill(build_graph(cfg), hw, precision) if args.steady else (lambda isl: 0.0)
+            est = np.array([step[int(r["batch_size"])](float(r["isl"]) + float(r["osl"]) / 2)
+                            + int(r["batch_size"]) / float(r["osl"]) * prefill(float(r["isl"]))
+                            for r in grp]) * 1e3
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errors_by_key[(tp, ep, moe_tp, precision)] = (est - meas) / meas
         all_err = np.concatenate(list(errors_by_key.values()))
