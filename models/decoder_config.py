@@ -21,6 +21,20 @@ class MoeSpec:
     router: str = "softmax"  # softmax then top-k ("softmax"), top-k then softmax ("topk_softmax"),
     #                          sigmoid with a bias (DeepSeek's "sigmoid")
     expert_bias: bool = False  # gpt-oss: biases on the expert projections and the router
+    # EP: this GPU's share (see `shard_experts`). NB: the all-to-all dispatch / combine is not in the
+    # graph yet (onnxruntime's shape inference stops at a com.microsoft AllToAll): the serving issue's
+    # communication model prices it from this field.
+    expert_parallel: int = 1
+
+
+def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
+    """One GPU's share under expert parallelism EP: E / EP experts and, on average, k / EP of each
+    token's routes (the same expected active experts per GPU: (E/EP)(1 - (1 - k/E)^T))."""
+    if moe.experts % ep or moe.top_k % ep:
+        raise ValueError(f"expert parallelism {ep} must divide the {moe.experts} experts and "
+                         f"top-k {moe.top_k}")
+    return MoeSpec(moe.experts // ep, moe.top_k // ep, moe.ffn, moe.shared_experts, moe.first_dense,
+                   moe.router, moe.expert_bias, expert_parallel=ep)
 
 
 @dataclass(frozen=True)

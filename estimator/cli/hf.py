@@ -1,10 +1,11 @@
 """`estimate --hf-config config.json [--decode]`: price the decoder a transformers config describes,
 built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
 
-`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider) is accepted
-and validated, but its all-to-all dispatch and combine are
-not priced yet: the communication model belongs to estimator/serve/collectives.py (issue 17). NB: the
-seam is the graph: insert com.microsoft AllToAll nodes (attribute group_size) around each MoE block.
+`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider) prices one GPU's
+share: E / N experts and k / N of each token's routes (MoeSpec.expert_parallel = N). NB: the
+all-to-all dispatch and combine are not priced: that is the seam for the communication model of
+estimator/serve/collectives.py (issue 17). Inserting them as com.microsoft AllToAll nodes was tried:
+onnxruntime's symbolic shape inference stops at the unknown op, so they need a shape rule first.
 """
 
 from __future__ import annotations
@@ -35,10 +36,18 @@ def run(args: argparse.Namespace) -> int | None:
 
 
 def load_hf_graph(args: argparse.Namespace):
+    """The graph of --hf-config (one GPU's expert share under --expert-parallel)."""
+    from dataclasses import replace
+
     from estimator.frontends import hf_config
+    from models.decoder_config import shard_experts
 
     cfg = hf_config.load(args.hf_config)
-    if args.expert_parallel is not None and cfg.moe is not None and cfg.moe.experts % args.expert_parallel:
-        raise UserError(f"--expert-parallel {args.expert_parallel} does not divide the "
-                        f"{cfg.moe.experts} experts")
+    if args.expert_parallel is not None and args.expert_parallel > 1:
+        if cfg.moe is None:
+            raise UserError("--expert-parallel needs a mixture-of-experts model")
+        try:
+            cfg = replace(cfg, moe=shard_experts(cfg.moe, args.expert_parallel))
+        except ValueError as exc:
+            raise UserError(f"--expert-parallel: {exc}") from None
     return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}")
