@@ -131,11 +131,17 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
 
 
 def weight_bytes(graph: Graph) -> Expr:
-    """Bytes of the model's stored weights (initializers and Constant tensors, not derived values)."""
+    """Bytes of the model's stored weights (initializers and Constant tensors, not derived values).
+    Tensors produced inside a fused kernel's body are derived too, so the count is the same under
+    every fusion strategy."""
+    made: dict[str, str] = {}  # tensor -> op type of the node (or fused member) producing it
+    for n in graph.topo_nodes():
+        for m in (n.body or (n,)):
+            made.update(dict.fromkeys((t for t in m.outputs if t), m.op_type))
     sizes = []
     for name, t in graph.tensors.items():
-        src = graph.producer.get(name)
-        if t.is_weight and t.shape is not None and (src is None or graph.node(src).op_type == "Constant"):
+        src = made.get(name)
+        if t.is_weight and t.shape is not None and (src is None or src == "Constant"):
             sizes.append(t.nbytes)
     return sympy.Add(*sizes)
 

@@ -74,6 +74,8 @@ class Tensor:
     dtype: str
     is_weight: bool = False  # an initializer: read from DRAM, never written
     is_const: bool = False  # value known before run time (initializer, Constant, shape arithmetic)
+    # the flattened values of a small host constant (axes, scalars such as a sliding window), when known
+    value: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def numel(self) -> Expr:

@@ -40,6 +40,7 @@ POOLING = frozenset({
 })
 ATTENTION = frozenset({"Attention", "MultiHeadAttention", "GroupQueryAttention"})
 ROTARY = frozenset({"RotaryEmbedding"})
+MOE = frozenset({"MoE", "QMoE"})  # onnxruntime's fused mixture-of-experts (grouped GEMMs)
 MOVEMENT = frozenset({
     "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Concat", "Split", "Slice",
     "Pad", "Transpose", "Expand", "Tile", "Resize", "TopK", "DepthToSpace", "SpaceToDepth", "Trilu",
@@ -64,6 +65,7 @@ _KINDS: tuple[tuple[str, frozenset[str]], ...] = (
     ("conv", CONVOLUTION),
     ("attention", ATTENTION),
     ("rotary", ROTARY),
+    ("moe", MOE),
     ("norm", NORMALIZATION),
     ("reduction", REDUCTION),
     ("pool", POOLING),

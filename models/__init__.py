@@ -15,7 +15,7 @@ from types import MappingProxyType
 
 import onnx
 
-from models import bert, gpt2, llama, resnet
+from models import bert, decoder, gpt2, llama, named_configs, resnet
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ def _registry() -> dict[str, ModelSpec]:
                         {"batch": 1, "past_seq": 4096}),
         *_decoder_specs(llama, "llama-3.1-70b", llama.LLAMA_3_1_70B, {"batch": 1, "seq": 2048},
                         {"batch": 1, "past_seq": 4096}),
+        *(spec for name, cfg in named_configs.NAMED.items()
+          for spec in _decoder_specs(decoder, name, cfg, {"batch": 1, "seq": 2048},
+                                     {"batch": 1, "past_seq": 4096})),
         _encoder_spec(bert, "bert-base", bert.BERT_BASE, {"batch": 1, "seq": 128}),
         _encoder_spec(resnet, "resnet50", resnet.RESNET50, {"batch": 1}),
     ]
@@ -68,6 +71,10 @@ def _registry() -> dict[str, ModelSpec]:
 
 
 MODELS: dict[str, ModelSpec] = _registry()
+# The models the per-model tests sweep: the bundled MoE/MLA giants (named_configs) are covered by
+# tests/test_moe_models.py on layer-reduced copies instead (each costs seconds per strategy).
+SUITE_MODELS: tuple[str, ...] = tuple(sorted(
+    n for n in MODELS if n.removesuffix("-decode") not in named_configs.NAMED))
 
 
 def list_models() -> list[ModelSpec]:

@@ -107,7 +107,9 @@ class GraphBuilder:
 
     def weight(self, name: str, shape: Sequence[int], init: str = "normal", std: float = 0.02) -> str:
         """A learned parameter: random float32 values, or an external reference without bytes."""
-        if self.weights == "external":
+        # A tensor of at most 16 elements is a host constant to the estimator (onnx_import's
+        # HOST_CONST_MAX_NUMEL) that shape inference may read, so it is never external.
+        if self.weights == "external" and int(np.prod(shape, dtype=np.int64)) > 16:
             return self._external(name, shape, FLOAT, np.dtype(np.float32).itemsize)
         if init == "normal":
             array = self._rng.standard_normal(tuple(shape), dtype=np.float32)

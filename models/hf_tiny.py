@@ -30,6 +30,32 @@ FAMILIES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "bert": ("BertConfig", "BertModel",
              {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
               "intermediate_size": 128, "max_position_embeddings": 1024}),
+    # The families of issue 13 (MoE, MLA, sliding windows); MoE experts run as `batched_mm` (see build).
+    "mistral": ("MistralConfig", "MistralForCausalLM",
+                {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024,
+                 "sliding_window": 8}),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM",
+                  {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 172, "num_hidden_layers": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                   "max_position_embeddings": 1024, "num_experts": 8, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 32, "norm_topk_prob": True}),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 1024,
+                 "num_local_experts": 8, "num_experts_per_tok": 2, "sliding_window": None}),
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM",
+                    {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                     "num_attention_heads": 4, "num_key_value_heads": 4, "max_position_embeddings": 1024,
+                     "q_lora_rank": 48, "kv_lora_rank": 32, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16,
+                     "v_head_dim": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
+                     "moe_intermediate_size": 32, "n_shared_experts": 1, "first_k_dense_replace": 1,
+                     "n_group": 2, "topk_group": 1, "rope_interleave": True}),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM",
+                    {"vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                     "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                     "max_position_embeddings": 1024, "sliding_window": 8,
+                     "layer_types": ["sliding_attention", "full_attention"]}),
 }
 
 
@@ -43,7 +69,14 @@ def build(family: str, seed: int = 0, **overrides: Any):
     config_cls, model_cls, sizes = FAMILIES[family]
     config = getattr(transformers, config_cls)(**{**sizes, **overrides})
     torch.manual_seed(seed)
-    return getattr(transformers, model_cls)(config).eval()
+    model = getattr(transformers, model_cls)(config).eval()
+    if hasattr(model, "set_experts_implementation") and family in MOE_FAMILIES:
+        # what transformers' own ONNX exporter picks for MoE: per-token gathered expert weights
+        model.set_experts_implementation("batched_mm")
+    return model
+
+
+MOE_FAMILIES = ("qwen3_moe", "mixtral", "deepseek_v3")
 
 
 def export(family: str, path: str | os.PathLike[str], seed: int = 0, **overrides: Any) -> Path:

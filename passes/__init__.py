@@ -6,6 +6,7 @@ from passes import (  # noqa: F401  (registers their passes)
     fuse_attention,
     fuse_elementwise,
     fuse_epilogue,
+    fuse_moe,
     fuse_norm,
     fuse_patterns,
     kv_inplace,

@@ -1,10 +1,12 @@
 """fuse-attention: scaled-dot-product attention written out as ops becomes one flash-attention kernel.
 
-# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> Softmax -> [Where nan] -> MatMul(V)
+# before -> after:  MatMul(Q, K^T) -> [Mul scale] -> [Add|Where mask] -> [Concat sinks] -> Softmax
+#                   -> [Where nan] [Slice sinks off] -> MatMul(V)
 #                   with the Transpose / Expand / Reshape around Q, K, V and O   =>   Fused(attention)
 The kernel reads Q, K, V (K and V before the grouped-query Expand, so at kv heads) and the mask, writes
 O, and never materializes the S x S scores; FLOPs are the flash-attention core's (4 * d per score),
-halved (the exact triangle) when the mask is recognized as causal.
+halved (the exact triangle) when the mask is recognized as causal, capped at the window when the
+causal mask also has a sliding-window band (passes/mask_window.py).
 
 Legality (each refusal returns its reason): the softmax input must come from a MatMul through elementwise
 ops only; the softmax output may only feed elementwise ops that end in the PV MatMul; no intermediate may
@@ -30,11 +32,14 @@ from passes.graph_edit import (
     is_weight,
     producer,
 )
+from passes.mask_window import window_left
 from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-attention"
 # Layout and scaling ops exporters put around Q, K, V and O; absorbed when the kernel is their only reader.
-PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div"})
+# Slice: MLA's values are the first kv_lora_rank columns of the latent cache the keys read whole.
+PREP_OPS = frozenset({"Transpose", "Reshape", "Expand", "Unsqueeze", "Squeeze", "Cast", "Mul", "Div",
+                      "Slice"})
 COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
 CAUSAL_NAME_HINTS = ("causal", "tril", "bias", "mask")
 
@@ -57,6 +62,12 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
             return "scores are read outside the attention pattern"
         if p.op_type == "MatMul":
             return p, chain, masks
+        sink = _sink_column(graph, p)
+        if sink is not None:  # gpt-oss: Concat(scores, sink logit column) before the softmax
+            masks.append(sink)
+            chain.append(p)
+            current = p.inputs[0]
+            continue
         if p.op_type not in ELEMENTWISE:
             return f"softmax input passes through {p.op_type}, not an elementwise op"
         data = [t for t in p.inputs if t and not is_host(graph, t)]
@@ -67,6 +78,21 @@ def _score_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, li
         masks += [t for t in p.inputs if t and t != main]
         chain.append(p)
         current = main
+
+
+def _rank(graph: Graph, tensor: str) -> int:
+    t = graph.tensors.get(tensor)
+    return 4 if t is None or t.shape is None else len(t.shape)  # unknown: still a candidate
+
+
+def _sink_column(graph: Graph, node: Node) -> str | None:
+    """The sink input of Concat(scores, sinks[..., 1]) along the last axis (attention sinks), or None."""
+    if node.op_type != "Concat" or len(node.inputs) != 2 or int(node.attrs.get("axis", 0)) not in (-1, 3):
+        return None
+    sink = graph.tensors.get(node.inputs[1])
+    if sink is None or sink.shape is None or not sink.shape or sink.shape[-1] != 1:
+        return None
+    return node.inputs[1]
 
 
 def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, set[str]] | str:
@@ -85,7 +111,8 @@ def _probs_chain(graph: Graph, cons: Consumers, softmax: Node) -> tuple[Node, se
                 if pv is not None and pv.name != n.name:
                     return "attention probabilities feed two MatMuls"
                 pv = n
-            elif n.op_type in ELEMENTWISE and all(t in produced for t in data):
+            elif (n.op_type in ELEMENTWISE or n.op_type == "Slice") and all(t in produced for t in data):
+                # Slice: dropping the sink column again
                 inside.add(name)
                 produced.update(n.outputs)
                 pending.update({c.name: c for o in n.outputs for c in cons.of(o) if c.name not in inside})
@@ -200,6 +227,22 @@ def _entry(graph: Graph, prep: list[Node]) -> str:
     return next(t for t in last.inputs if t and not is_host(graph, t))
 
 
+def _kv_batch_heads(graph: Graph, kt: str, names: set[str], per_head: sympy.Expr) -> sympy.Expr | None:
+    """batch x K heads of the K tensor the kernel reads (before the grouped-query Expand it absorbed),
+    when that provably divides the query's batch x heads; None otherwise."""
+    tensor = kt
+    while (p := producer(graph, tensor)) is not None and p.name in names and p.op_type in PREP_OPS:
+        data = [t for t in p.inputs if t and not is_host(graph, t)]
+        if len(data) != 1:
+            break
+        tensor = data[0]
+    t = graph.tensors.get(tensor)
+    if t is None or t.shape is None:
+        return None
+    heads = sympy.simplify(t.numel / per_head)
+    return heads if heads.is_integer else None
+
+
 def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Group | str:
     """The attention group anchored at `softmax`, or why there is none."""
     up = _score_chain(graph, cons, softmax)
@@ -227,7 +270,9 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
     reason = convexity_violation(graph, names)
     if reason:
         return reason
+    kv_bh = _kv_batch_heads(graph, qk.inputs[1], names, scores.shape[-1] * q.shape[-1])
     causal = is_causal(graph, masks)
+    window = window_left(graph, masks) if causal else None
     info = {
         "batch_heads": sympy.Mul(*scores.shape[:-2]),
         "seq_q": scores.shape[-2],
@@ -237,9 +282,11 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
         "causal": causal,
         "dtype": q.dtype,
         "kv_group": kv_group(graph, (kt, v), (absorbed[qk.inputs[1]], absorbed[pv.inputs[1]])),
+        "window": -1 if window is None else window,
+        "kv_batch_heads": kv_bh,  # K/V heads (x batch) the kernel reads: grouped-query / MLA sharing
         "_members": tuple(sorted(core)),  # underscore: names, not part of the kernel's signature
     }
-    # A causal kernel builds its mask from tile indices (is_causal): it does not read the mask tensor.
+    # A causal (or banded) kernel builds its mask from tile indices: it does not read the mask tensor.
     return Group(RULE, frozenset(names), "attention", {"attention": info}, anchor=qk.name,
                  drop_inputs=frozenset(masks) if causal else frozenset())
 
@@ -249,8 +296,8 @@ def fuse_attention(graph: Graph) -> PassResult:
     cons = Consumers(graph)
     groups, refusals, taken = [], [], set()
     for node in graph.topo_nodes():
-        if node.op_type != "Softmax" or node.name in taken:
-            continue
+        if node.op_type != "Softmax" or node.name in taken or _rank(graph, node.inputs[0]) < 3:
+            continue  # rank < 3: a router or classifier softmax, not attention scores (no refusal)
         found = match(graph, cons, node, taken)
         if isinstance(found, str):
             refusals.append(Refusal(RULE, (node.name,), found))

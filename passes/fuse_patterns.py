@@ -2,6 +2,7 @@
 
 fuse-rotary
 # before -> after:  x*cos + Concat(Neg(Slice(x, d/2:)), Slice(x, :d/2))*sin   =>  Fused(rotary)
+# and the interleaved (even/odd) form of passes/rotary_interleaved.py
 fuse-swiglu
 # before -> after:  Mul(Mul(g, Sigmoid(g)), u)   =>  Fused(elementwise)
 Each refuses (with the reason) when an intermediate is read outside the pattern.
@@ -13,6 +14,7 @@ from estimator.ir import Graph, Node
 from passes.fusion_common import data_inputs
 from passes.graph_edit import Consumers, Group, Refusal, apply_groups, convexity_violation, is_fused, producer
 from passes.pipeline import PassResult, register_pass
+from passes.rotary_interleaved import match_interleaved
 
 
 def _single_use(graph: Graph, cons: Consumers, nodes: list[Node], inside: set[str]) -> str | None:
@@ -88,9 +90,15 @@ def _run(graph: Graph, rule: str, matcher) -> PassResult:
     return PassResult(apply_groups(graph, groups), True, tuple(refusals))
 
 
+def _any_rotary(graph: Graph, cons: Consumers, node: Node) -> Group | str | None:
+    """rotate_half rotary, else the interleaved one (passes/rotary_interleaved.py)."""
+    found = match_rotary(graph, cons, node)
+    return found if found is not None else match_interleaved(graph, cons, node)
+
+
 @register_pass("fuse-rotary")
 def fuse_rotary(graph: Graph) -> PassResult:
-    return _run(graph, "fuse-rotary", match_rotary)
+    return _run(graph, "fuse-rotary", _any_rotary)
 
 
 @register_pass("fuse-swiglu")

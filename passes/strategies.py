@@ -1,6 +1,7 @@
 """Named fusion strategies, each written down once as data: the pass pipeline that lowers a graph the
 way that compiler would. The order matters: attention first (it needs the raw score path), then the
-fixed patterns, then epilogues, then generic vertical fusion of what is left.
+fixed patterns (rotary before the norms: a q/k norm feeding the rotary, as in Gemma 3 and Qwen3, would
+otherwise absorb the rotary's x * cos), then epilogues, then generic vertical fusion of what is left.
 
 - none: one kernel per op (only canonicalization: views and shape arithmetic launch nothing anyway).
 - ort: onnxruntime's CUDA provider with its transformer optimizer: Attention / MultiHeadAttention /
@@ -11,6 +12,8 @@ fixed patterns, then epilogues, then generic vertical fusion of what is left.
   out so the strategy shows what fusion alone buys.
 - tensorrt: TensorRT(-LLM)'s fusions: attention (fMHA), norms with their residual Add, GEMM epilogues, and
   the rotary and gated-MLP patterns its plugins fuse; other pointwise chains stay separate.
+- fuse-moe (ort, tensorrt, max): per-token gathered expert weights become grouped GEMMs that read
+  each active expert once (onnxruntime's MoE, TensorRT-LLM's MoE plugin).
 - max: every rule the estimator knows: the most an inference compiler could fuse.
 ort, tensorrt and max also append the KV cache in place (kv-inplace: a decode step writes only
 its new rows, as every serving engine's paged cache does); none keeps the literal Concat copy.
@@ -27,17 +30,17 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-bias-act",
+    "ort": "canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-bias-act",
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue",
-    "max": (
-        "canonicalize,kv-inplace,fuse-attention,fuse-norm,fuse-rotary,fuse-swiglu,fuse-epilogue,fuse-elementwise"
-    ),
+    "tensorrt": ("canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,"
+                 "fuse-epilogue"),
+    "max": ("canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,fuse-epilogue,"
+            "fuse-elementwise"),
 }
 DEFAULT_STRATEGY = "tensorrt"
 # (strategy, hardware family) -> its pipeline there, where it differs from STRATEGIES[strategy].
 FAMILY_STRATEGIES: dict[tuple[str, str], str] = {
-    ("ort", "cpu"): "canonicalize,fuse-norm,fuse-rotary,fuse-bias-act",
+    ("ort", "cpu"): "canonicalize,fuse-rotary,fuse-norm,fuse-bias-act",
 }
 
 

@@ -100,7 +100,7 @@ def test_bad_weights_mode_is_a_value_error():
 # ---- every model: valid ONNX with the symbolic dims -----------------------------------------------
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", models.SUITE_MODELS)
 def test_model_is_valid_onnx_with_symbolic_dims(name, tmp_path, monkeypatch):
     model = _model(name) if name in _REUSED else models.build(name)
     external = [t for t in model.graph.initializer if _is_external(t)]

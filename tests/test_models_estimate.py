@@ -31,7 +31,7 @@ def h100():
     return hwdesc.load("h100-sxm")
 
 
-@pytest.mark.parametrize("name", sorted(models.MODELS))
+@pytest.mark.parametrize("name", models.SUITE_MODELS)
 def test_every_model_prices_fully(name, h100):
     if name.startswith("resnet"):
         pytest.importorskip("onnx")

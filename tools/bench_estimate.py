@@ -56,11 +56,17 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--models", default=DEFAULT_MODELS)
+    ap.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                    help="override a model's default dim (e.g. batch=64 for deepseek-v3-decode)")
+    ap.add_argument("--module", action="store_true",
+                    help="run `python -m estimator.cli` of this checkout instead of the installed `estimate`")
     args = ap.parse_args()
 
     import models
 
     estimate_bin = os.path.join(os.path.dirname(sys.executable), "estimate")
+    runner = [sys.executable, "-m", "estimator.cli"] if args.module else [estimate_bin]
+    overrides = dict(item.split("=", 1) for item in args.dim)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
@@ -70,13 +76,14 @@ def main() -> int:
             with open(path, "wb") as f:
                 f.write(model.SerializeToString())
             nodes = len(model.graph.node)
-            dims = [a for k, v in spec.default_dims.items() for a in ("--dim", f"{k}={v}")]
-            est_cmd = [estimate_bin, path, "--precision", "bf16", "--json", *dims]
+            bound = {**spec.default_dims, **overrides}
+            dims = [a for k, v in bound.items() for a in ("--dim", f"{k}={v}")]
+            est_cmd = [*runner, path, "--precision", "bf16", "--json", *dims]
             floor_cmd = [sys.executable, "-c", FLOOR, path]
             est = [measure(est_cmd)[0] for _ in range(args.runs)]
             floor = [measure(floor_cmd)[0] for _ in range(args.runs)]
             rss = peak_rss_mb(est_cmd)
-            sym = measure([estimate_bin, path, "--symbolic"])[0]
+            sym = measure([*runner, path, "--symbolic"])[0]
             rows.append((name, nodes, statistics.median(est), statistics.median(floor), rss, sym))
     print(f"{'model':<22}{'nodes':>7}{'estimate s':>12}{'floor s':>9}{'ratio':>7}{'peak RSS MB':>13}"
           f"{'symbolic s':>12}")

@@ -33,7 +33,7 @@ class UsageError(UserError):
 # estimator.cli.report (with --report/--recommend/--trace it also draws a --sweep itself).
 MODES: list[str] = ["estimator.cli.serve", "estimator.cli.report",
                     "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
-                    "estimator.sass.mode"]
+                    "estimator.cli.hf", "estimator.sass.mode"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
@@ -160,6 +160,12 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         if not args.symbolic:
             dims = {**spec.default_dims, **dims}
         return graph, dims
+    if getattr(args, "hf_config", None):  # --hf-config config.json (estimator/cli/hf.py)
+        from estimator.cli.hf import load_hf_graph
+
+        if args.model_path or args.model_name:
+            raise UsageError("give either MODEL, --model NAME or --hf-config, not two")
+        return load_hf_graph(args), dims
     if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/torch_mode.py)
         from estimator.cli.pytorch import load_torch_graph
 

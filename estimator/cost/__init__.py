@@ -9,6 +9,7 @@ from estimator.cost import (  # noqa: F401  (imported for their @register side e
     kv_append,
     matmul,
     misc,
+    moe,
     movement,
     quant,
     recurrent,

@@ -231,7 +231,7 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
         small = _numel(init.dims) <= HOST_CONST_MAX_NUMEL
         shape = tuple(sympy.Integer(d) for d in init.dims)
         tensors[init.name] = Tensor(init.name, shape, from_onnx(init.data_type), is_weight=not small,
-                                    is_const=True)
+                                    is_const=True, value=_small_value(init) if small else None)
     initializer_names = {i.name for i in g.initializer} | set(weights)
     inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
     declared = {}
@@ -253,6 +253,16 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
     _mark_constness(nodes, tensors)
     opsets = {imp.domain or "": imp.version for imp in model.opset_import}
     return Graph(g.name or "model", nodes, tensors, inputs, [o.name for o in g.output], opsets, declared)
+
+
+def _small_value(init: onnx.TensorProto) -> tuple | None:
+    """The values of a small initializer (None when it lives outside the file)."""
+    if init.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    try:
+        return tuple(numpy_helper.to_array(init).reshape(-1).tolist())
+    except Exception:  # noqa: BLE001 - an odd dtype: the value is only a hint for the fusion rules
+        return None
 
 
 def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:

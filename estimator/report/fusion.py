@@ -52,9 +52,10 @@ def compare_table(results: dict[str, Result]) -> str:
 
 
 def explain(result: Result, examples: int = 3) -> str:
-    """Every refused fusion, grouped by rule and reason, with a few example nodes."""
+    """Every refused fusion and near miss ("near miss: ..."), grouped by rule and reason, with a few
+    example nodes."""
     if not result.refusals:
-        return f"\nno fusion was refused (fusion {result.fusion})"
+        return f"\nno fusion was refused and no near miss (fusion {result.fusion})"
     by_rule: dict[str, dict[str, list[tuple[str, ...]]]] = defaultdict(lambda: defaultdict(list))
     for r in result.refusals:
         by_rule[r.rule][r.reason].append(r.nodes)

@@ -41,6 +41,7 @@ SYMBOLIC_DIM_VALUE = 4096
 # Most query rows per sequence a decode (split-KV) kernel takes: one token, or a few for speculative /
 # multi-token decoding. NB: such a kernel ignores the causal triangle among those few rows.
 DECODE_MAX_Q = 8
+WINDOW_TILE_ROWS = 128  # query rows of a FlashAttention tile, for a sliding window's band (see below)
 # The efficiency constants the tile model reads (hwdesc `efficiency`; see hwdesc/schema.py).
 TILE_KEYS = ("tensor", "cuda", "sfu", "dram", "launch_s", "l2", "l2_resident", "mem_latency_s",
              "split_k_s", "softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
@@ -275,8 +276,13 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     dram = dram_bytes - resident
     if not isinstance(dram, np.ndarray):
         dram = n(sympy.sympify(dram))
-    return attn_model.Attn(n(batch), n(heads), n(kv_heads), n(core.seq_q), n(core.seq_kv), n(core.dk),
-                           n(core.dv), core.causal, q_bytes, kv_bytes, peak, hw.efficiency[unit[0]],
+    seq_kv, causal = core.seq_kv, core.causal
+    if core.window >= 0 and not decode:
+        # NB: a sliding window (issue 13) visits a band of window + 1 keys per query; a Q tile's band
+        # spans up to WINDOW_TILE_ROWS more, priced as a non-causal pass over that many keys.
+        seq_kv, causal = sm.minimum(core.seq_kv, core.window + 1 + WINDOW_TILE_ROWS), False
+    return attn_model.Attn(n(batch), n(heads), n(kv_heads), n(core.seq_q), n(seq_kv), n(core.dk),
+                           n(core.dv), causal, q_bytes, kv_bytes, peak, hw.efficiency[unit[0]],
                            hw.sfu_ops_per_s, hw.cuda_flops_per_s["fp32"] / 2, decode, dram)
 
 

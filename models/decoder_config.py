@@ -1,0 +1,143 @@
+"""One config for every decoder family the builders write (llama, mistral, qwen2/3, qwen3_moe, mixtral,
+deepseek_v3 / Kimi-K2, gpt_oss, gemma2, gemma3_text, phi3), with the parameter count it implies.
+
+Field names follow transformers' config.json where one exists; `estimator.frontends.hf_config` maps a
+config.json onto it. Sizes are plain ints; `layer_windows[i]` is the sliding window of layer i (-1 for
+full attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    experts: int  # routed experts (E)
+    top_k: int  # experts per token (k)
+    ffn: int  # each expert's intermediate width
+    shared_experts: int = 0  # always-on experts (DeepSeek), each `ffn` wide
+    first_dense: int = 0  # leading layers with a dense MLP instead (DeepSeek's first_k_dense_replace)
+    router: str = "softmax"  # softmax then top-k ("softmax"), top-k then softmax ("topk_softmax"),
+    #                          sigmoid with a bias (DeepSeek's "sigmoid")
+    expert_bias: bool = False  # gpt-oss: biases on the expert projections and the router
+    # EP: this GPU's share (see `shard_experts`). NB: the all-to-all dispatch / combine is not in the
+    # graph yet (onnxruntime's shape inference stops at a com.microsoft AllToAll): the serving issue's
+    # communication model prices it from this field.
+    expert_parallel: int = 1
+
+
+def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
+    """One GPU's share under expert parallelism EP: E / EP experts and, on average, k / EP of each
+    token's routes (the same expected active experts per GPU: (E/EP)(1 - (1 - k/E)^T))."""
+    if moe.experts % ep or moe.top_k % ep:
+        raise ValueError(f"expert parallelism {ep} must divide the {moe.experts} experts and "
+                         f"top-k {moe.top_k}")
+    return MoeSpec(moe.experts // ep, moe.top_k // ep, moe.ffn, moe.shared_experts, moe.first_dense,
+                   moe.router, moe.expert_bias, expert_parallel=ep)
+
+
+@dataclass(frozen=True)
+class MlaSpec:
+    """DeepSeek's multi-head latent attention."""
+
+    q_lora_rank: int | None  # None: a plain q_proj
+    kv_lora_rank: int  # the latent (compressed) KV width: what the cache stores
+    qk_nope_dim: int
+    qk_rope_dim: int  # the decoupled rotary part, shared across heads and cached too
+    v_head_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_dim + self.qk_rope_dim
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    model_type: str
+    num_layers: int
+    hidden: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    ffn: int  # dense MLP width
+    vocab: int
+    max_pos: int = 4096
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-6
+    qkv_bias: bool = False  # qwen2, gpt-oss
+    o_bias: bool = False  # gpt-oss
+    qk_norm: bool = False  # qwen3, gemma3: RMSNorm over each head of q and k
+    layer_windows: tuple[int, ...] = ()  # per layer: sliding window, -1 full (empty: all full)
+    attn_softcap: float = 0.0  # gemma2: tanh soft-capping of the scores
+    final_softcap: float = 0.0  # gemma2: of the logits
+    sinks: bool = False  # gpt-oss: a learned per-head sink logit in the softmax
+    act: str = "silu"  # gated MLP activation: silu or gelu_tanh (gemma)
+    sandwich_norm: bool = False  # gemma2/3: norms after attention and MLP too
+    embed_scale: bool = False  # gemma: embeddings times sqrt(hidden)
+    tie_embeddings: bool = False
+    rope_interleave: bool = False  # DeepSeek: rotary on (even, odd) pairs
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+    weights: str = "external"
+    source: str = ""  # the model card / config.json the values come from
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def window(self, layer: int) -> int:
+        return self.layer_windows[layer] if self.layer_windows else -1
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and layer >= self.moe.first_dense
+
+    # ---- parameter counts ------------------------------------------------------------------------
+
+    def attention_params(self) -> int:
+        h, hd = self.hidden, self.head_dim
+        if self.mla is not None:
+            m = self.mla
+            q = (h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * self.num_heads * m.qk_head_dim
+                 if m.q_lora_rank else h * self.num_heads * m.qk_head_dim)
+            kv = (h * (m.kv_lora_rank + m.qk_rope_dim) + m.kv_lora_rank
+                  + m.kv_lora_rank * self.num_heads * (m.qk_nope_dim + m.v_head_dim))
+            return q + kv + self.num_heads * m.v_head_dim * h
+        q, kv = self.num_heads * hd, self.num_kv_heads * hd
+        bias = (q + 2 * kv) if self.qkv_bias else 0
+        return h * (q + 2 * kv) + bias + q * h + (h if self.o_bias else 0) + (2 * hd if self.qk_norm else 0) \
+            + (self.num_heads if self.sinks else 0)
+
+    def expert_params(self) -> int:
+        """One routed expert: gate, up and down projections (+ biases for gpt-oss)."""
+        m = self.moe
+        return 3 * self.hidden * m.ffn + ((2 * m.ffn + self.hidden) if m.expert_bias else 0)
+
+    def param_counts(self) -> tuple[int, int]:
+        """(total, active per token). Active counts the routed experts a token uses (top_k), the shared
+        experts, attention, norms, router and the LM head; NB: not the input embedding table, of which
+        a token reads one row (the convention of the gpt-oss and DeepSeek model cards)."""
+        h = self.hidden
+        norms = h * (4 if self.sandwich_norm else 2)
+        dense_mlp = 3 * h * self.ffn
+        total = active = 0
+        for i in range(self.num_layers):
+            layer = self.attention_params() + norms
+            if self.is_moe_layer(i):
+                m = self.moe
+                router = h * m.experts + (m.experts if m.expert_bias or m.router == "sigmoid" else 0)
+                shared = m.shared_experts * 3 * h * m.ffn
+                total += layer + router + shared + m.experts * self.expert_params()
+                active += layer + router + shared + m.top_k * self.expert_params()
+            else:
+                total += layer + dense_mlp
+                active += layer + dense_mlp
+        embed = self.vocab * h
+        head = 0 if self.tie_embeddings else self.vocab * h
+        return total + embed + head + h, active + self.vocab * h + h
+
+    def kv_bytes_per_token(self, itemsize: int = 2) -> int:
+        """KV-cache bytes one token adds over all layers. MLA caches the latent (kv_lora_rank) and the
+        shared rotary key (qk_rope_dim) per layer, not K and V per head."""
+        if self.mla is not None:
+            per_layer = self.mla.kv_lora_rank + self.mla.qk_rope_dim
+        else:
+            per_layer = 2 * self.num_kv_heads * self.head_dim
+        return self.num_layers * per_layer * itemsize

@@ -1,0 +1,74 @@
+"""A mixture-of-experts MLP written as transformers' `batched_mm` experts export it.
+
+Router GEMM -> (softmax | sigmoid + bias) -> TopK -> normalized routing weights; each token is repeated
+top_k times, each (token, expert) pair gathers its expert's fused gate/up matrix ([pairs, 2 * ffn,
+hidden], GatherND) and multiplies it by the token (a batched MatMul), the gate is applied, the down
+matrix gathered and multiplied the same way, the pairs weighted and summed back per token; shared
+experts (DeepSeek) are a dense gated MLP added on top. passes/fuse_moe.py turns each gathered
+projection into a grouped GEMM that reads each active expert once.
+"""
+
+from __future__ import annotations
+
+from models._builder import FLOAT, GraphBuilder
+from models.decoder_blocks import activation, gated_mlp
+from models.decoder_config import DecoderConfig
+
+
+def _router(b: GraphBuilder, cfg: DecoderConfig, prefix: str, tokens: str) -> tuple[str, str]:
+    """(routing weights [T, k], expert ids [T, k]) from tokens [T, hidden]."""
+    m = cfg.moe
+    w = b.weight(f"{prefix}.gate.weight", [m.experts, cfg.hidden])
+    logits = b.op("Gemm", tokens, w, transB=1)
+    if m.expert_bias:
+        logits = b.op("Add", logits, b.weight(f"{prefix}.gate.bias", [m.experts], init="zeros"))
+    k = b.const([m.top_k])
+    if m.router == "topk_softmax":  # gpt-oss, Mixtral: top-k of the logits, softmax over the k
+        top, ids = b.op("TopK", logits, k, axis=-1, outputs=2)
+        return b.op("Softmax", top, axis=-1), ids
+    if m.router == "sigmoid":  # DeepSeek-V3: sigmoid scores, a bias picks, the raw scores weigh
+        # NB: the group-limited selection (n_group / topk_group) is a few tiny ops more, not written.
+        scores = b.op("Sigmoid", logits)
+        biased = b.op("Add", scores, b.weight(f"{prefix}.gate.e_score_correction_bias", [m.experts]))
+        _, ids = b.op("TopK", biased, k, axis=-1, outputs=2)
+        top = b.op("GatherElements", scores, ids, axis=1)
+    else:  # softmax over all experts, then top-k (Qwen3-MoE)
+        top, ids = b.op("TopK", b.op("Softmax", logits, axis=-1), k, axis=-1, outputs=2)
+    top = b.op("Div", top, b.op("ReduceSum", top, b.const([1]), keepdims=1))
+    return top, ids
+
+
+def _expert_projection(b: GraphBuilder, x: str, weight: str, bias: str | None, rows: str) -> str:
+    """Per pair: gathered W[e] [out, in] @ x [in] -> [pairs, out] (+ gathered bias[e])."""
+    picked = b.op("GatherND", weight, rows)
+    y = b.op("Squeeze", b.op("MatMul", picked, b.op("Unsqueeze", x, b.const([2]))), b.const([2]))
+    return y if bias is None else b.op("Add", y, b.op("GatherND", bias, rows))
+
+
+def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
+    m = cfg.moe
+    tokens = b.op("Reshape", h, b.const([-1, cfg.hidden]))  # [T, hidden]
+    weights, ids = _router(b, cfg, prefix, tokens)
+    with b.scope("experts"):
+        repeated = b.op("Reshape", b.op("Expand", b.op("Unsqueeze", tokens, b.const([1])),
+                                        b.const([1, m.top_k, 1])), b.const([-1, cfg.hidden]))  # [T*k, hidden]
+        rows = b.op("Unsqueeze", b.op("Reshape", ids, b.const([-1])), b.const([1]))  # [T*k, 1]
+        gate_up = b.weight(f"{prefix}.experts.gate_up_proj", [m.experts, 2 * m.ffn, cfg.hidden])
+        down = b.weight(f"{prefix}.experts.down_proj", [m.experts, cfg.hidden, m.ffn])
+        biases = ((b.weight(f"{prefix}.experts.gate_up_proj_bias", [m.experts, 2 * m.ffn], init="zeros"),
+                   b.weight(f"{prefix}.experts.down_proj_bias", [m.experts, cfg.hidden], init="zeros"))
+                  if m.expert_bias else (None, None))
+        y = _expert_projection(b, repeated, gate_up, biases[0], rows)
+        gate, up = b.op("Split", y, b.const([m.ffn, m.ffn]), axis=1, outputs=2)
+        y = _expert_projection(b, b.op("Mul", activation(b, gate, cfg.act), up), down, biases[1], rows)
+        pair_w = b.op("Unsqueeze", b.op("Reshape", weights, b.const([-1])), b.const([1]))
+        y = b.op("Mul", y, b.op("Cast", pair_w, to=FLOAT))
+        per_token = b.op("Reshape", y, b.const([-1, m.top_k, cfg.hidden]))
+        y = b.op("ReduceSum", per_token, b.const([1]), keepdims=0)
+    if m.shared_experts:
+        with b.scope("shared_experts"):
+            shared = gated_mlp(b, tokens, f"{prefix}.shared_experts", cfg.hidden, m.shared_experts * m.ffn,
+                               cfg.act)
+        y = b.op("Add", y, shared)
+    return b.op("Reshape", y, b.op("Shape", h))
+

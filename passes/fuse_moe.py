@@ -1,0 +1,153 @@
+"""fuse-moe: per-token gathered expert weights and their batched MatMul become one grouped GEMM.
+
+# before -> after:  Gather[ND](W[E, a, b], expert_ids) -> [Transpose] -> MatMul   =>   Fused(moe)
+This is how transformers' `batched_mm` experts (and the builders in models/) write a MoE projection:
+each routed (token, expert) pair gathers its expert's weight matrix, a [pairs, a, b] tensor, and a
+batched MatMul multiplies it by the token. Priced as written, every pair reads a whole weight matrix.
+A serving engine's grouped GEMM instead reads each *active* expert once: the fused kernel's FLOPs stay
+its members' (the routed pairs only) and its read of W is `active_fraction(E, k, T)` of W
+(estimator/cost/moe.py), with k and T read off the TopK that produced the expert ids (without one:
+every expert, an upper bound). The [pairs, a, b] gathered tensor never reaches DRAM.
+
+A per-expert bias gathered by the same ids and added to the product joins the kernel as its epilogue.
+
+Legality (a reason when refused): the gathered weights may only feed the MatMul; fusing must not make
+a cycle. Near misses (a Gather of a rank-3 weight by run-time ids whose output is not multiplied) are
+refused with the op that broke the pattern.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from estimator.ir import Graph, Node
+from passes.graph_edit import (
+    Consumers,
+    Group,
+    Refusal,
+    apply_groups,
+    convexity_violation,
+    is_fused,
+    is_host,
+    is_weight,
+    producer,
+)
+from passes.pipeline import PassResult, register_pass
+
+RULE = "fuse-moe"
+GATHERS = frozenset({"Gather", "GatherND"})
+# Ops between TopK's indices and the Gather (flattening, casts): walked through to find k and T.
+ID_VIEWS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"})
+
+
+def _gathers_expert_rows(graph: Graph, node: Node, rank: int) -> bool:
+    """A Gather(axis 0) / GatherND(batch_dims 0, one index per row) of a rank-`rank` weight by
+    run-time ids."""
+    if node.op_type not in GATHERS or len(node.inputs) < 2:
+        return False
+    w, ids = node.inputs[0], node.inputs[1]
+    wt = graph.tensors.get(w)
+    if not is_weight(graph, w) or wt is None or wt.shape is None or len(wt.shape) != rank:
+        return False
+    if is_host(graph, ids) or is_weight(graph, ids):
+        return False
+    if node.op_type == "Gather":
+        return int(node.attrs.get("axis", 0)) == 0
+    it = graph.tensors.get(ids)
+    return (int(node.attrs.get("batch_dims", 0)) == 0 and it is not None and it.shape is not None
+            and bool(it.shape) and it.shape[-1] == 1)
+
+
+def routing(graph: Graph, ids: str, budget: int = 8) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """(top_k, tokens) of the TopK whose indices reach `ids` through views, or None."""
+    tensor = ids
+    for _ in range(budget):
+        p = producer(graph, tensor)
+        if p is None:
+            return None
+        if p.op_type == "TopK" and len(p.outputs) > 1 and p.outputs[1] == tensor:
+            t = graph.tensors.get(tensor)
+            if t is None or t.shape is None or not t.shape:
+                return None
+            axis = int(p.attrs.get("axis", -1)) % len(t.shape)
+            k = t.shape[axis]
+            return k, t.numel / k
+        if p.op_type not in ID_VIEWS:
+            return None
+        tensor = p.inputs[0]
+    return None
+
+
+def _bias_epilogue(graph: Graph, cons: Consumers, out: str, ids: str) -> list[Node]:
+    """[Squeeze] + Add(Gather(bias[E, n], same ids)) after the product, when each is read only here."""
+    nodes: list[Node] = []
+    c = cons.only(out)
+    if c is not None and c.op_type == "Squeeze":
+        nodes.append(c)
+        out = c.outputs[0]
+        c = cons.only(out)
+    if c is None or c.op_type != "Add":
+        return nodes
+    other = next((t for t in c.inputs if t != out), None)
+    g = producer(graph, other) if other else None
+    if g is None or not _gathers_expert_rows(graph, g, 2) or cons.only(other) is None:
+        return nodes
+    if _ids_root(graph, g.inputs[1]) != _ids_root(graph, ids):
+        return nodes
+    return [*nodes, g, c]
+
+
+def _ids_root(graph: Graph, ids: str) -> str:
+    tensor = ids
+    while (p := producer(graph, tensor)) is not None and p.op_type in ID_VIEWS:
+        tensor = p.inputs[0]
+    return tensor
+
+
+def match(graph: Graph, cons: Consumers, gather: Node) -> Group | str | None:
+    """The grouped-GEMM group anchored at an expert-weight Gather, a near-miss reason, or None."""
+    if not _gathers_expert_rows(graph, gather, 3):
+        return None
+    nodes = [gather]
+    out = gather.outputs[0]
+    readers = cons.of(out)
+    if len(readers) == 1 and readers[0].op_type == "Transpose":
+        nodes.append(readers[0])
+        out = readers[0].outputs[0]
+        readers = cons.of(out)
+    if len(readers) != 1 or out in graph.outputs:
+        return "the gathered expert weights are read outside one MatMul"
+    mm = readers[0]
+    if mm.op_type != "MatMul" or is_fused(mm):
+        return f"the gathered expert weights feed {mm.op_type}, not a MatMul"
+    nodes.append(mm)
+    nodes += _bias_epilogue(graph, cons, mm.outputs[0], gather.inputs[1])
+    names = {n.name for n in nodes}
+    reason = convexity_violation(graph, names)
+    if reason:
+        return reason
+    w = graph.tensors[gather.inputs[0]]
+    route = routing(graph, gather.inputs[1])
+    info = {"weights": tuple(n.inputs[0] for n in nodes if n.op_type in GATHERS),
+            "experts": w.shape[0],
+            "top_k": route[0] if route else None,
+            "tokens": route[1] if route else None}
+    return Group(RULE, frozenset(names), "moe", {"moe": info}, anchor=mm.name)
+
+
+@register_pass(RULE)
+def fuse_moe(graph: Graph) -> PassResult:
+    cons = Consumers(graph)
+    groups, refusals, taken = [], [], set()
+    for node in graph.topo_nodes():
+        if node.name in taken or node.op_type not in GATHERS:
+            continue
+        found = match(graph, cons, node)
+        if isinstance(found, str):
+            refusals.append(Refusal(RULE, (node.name,), found))
+        elif found is not None and not found.names & taken:
+            groups.append(found)
+            taken |= found.names
+    if not groups:
+        return PassResult(graph, False, tuple(refusals))
+    return PassResult(apply_groups(graph, groups), True, tuple(refusals))
