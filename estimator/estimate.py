@@ -14,6 +14,7 @@ from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
 from estimator.tiling.plan import plan_kernels
+from estimator.tiling.symmath import flat_symbolic
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline
 
@@ -83,6 +84,14 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
+    with flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
+        return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
+                         warm_inputs)
+
+
+def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: dict[str, int],
+              free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
+              tiling: bool, warm_inputs: bool | Iterable[str]) -> Result:
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = retype(graph, check_precision(precision, hw))

@@ -7,7 +7,10 @@ sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -39,7 +42,7 @@ def ceil(x: Any) -> Any:
     if kind == "np":
         return np.ceil(x)
     if kind == "sym":
-        return sympy.ceiling(x)
+        return sympy.ceiling(x, evaluate=not flat())
     return math.ceil(x - 1e-9 * abs(x))  # ceil(4096/128.0) must stay 32, not 33 through rounding
 
 
@@ -49,12 +52,21 @@ def floor(x: Any) -> Any:
     if kind == "np":
         return np.floor(x)
     if kind == "sym":
-        return sympy.floor(x)
+        return sympy.floor(x, evaluate=not flat())
     return math.floor(x + 1e-9 * abs(x))
 
 
 def ceil_div(a: Any, b: Any) -> Any:
     return ceil(num(a) / num(b))
+
+
+def floor_div(a: Any, b: Any) -> Any:
+    """`a // b`: python's and numpy's own on numbers and arrays; on free symbols floor(a / b), built flat
+    under flat()."""
+    a, b = num(a), num(b)
+    if _kind(a, b) == "sym":
+        return sympy.floor(a / b, evaluate=not flat())
+    return a // b
 
 
 def _extreme(xs: tuple, np_fn, sym_fn, py_fn) -> Any:
@@ -70,11 +82,71 @@ def _extreme(xs: tuple, np_fn, sym_fn, py_fn) -> Any:
 
 
 def maximum(*xs: Any) -> Any:
-    return _extreme(xs, np.maximum, sympy.Max, max)
+    return _extreme(xs, np.maximum, sym_max, max)
 
 
 def minimum(*xs: Any) -> Any:
-    return _extreme(xs, np.minimum, sympy.Min, min)
+    return _extreme(xs, np.minimum, sym_min, min)
+
+
+# sympy simplifies Max/Min by comparing their arguments pairwise (each comparison an assumptions query),
+# and ceiling/floor by asking which terms are integers. Over a model's few named dims that is cheap: every
+# layer asks the same questions and sympy's cache answers. Over a graph whose shape inference left each
+# tensor its own unknown dims, no two questions are alike and pricing took minutes. Above this many free
+# dims in the graph (named models have 1-4) the expressions are built flat: see flat_symbolic().
+SIMPLIFY_MAX_DIMS = 8
+
+_FLAT = contextvars.ContextVar("estimator_flat_symbolic", default=False)
+
+
+@contextlib.contextmanager
+def flat_symbolic(free_dims: int) -> Iterator[bool]:
+    """Within this block, with more than SIMPLIFY_MAX_DIMS free dims, Max/Min/ceiling/floor over free
+    symbols are built without sympy's simplification (sym_max) and symbolic comparisons answer
+    "unknown" (estimator.price.provably_greater): pricing time stays linear in the graph."""
+    token = _FLAT.set(free_dims > SIMPLIFY_MAX_DIMS)
+    try:
+        yield _FLAT.get()
+    finally:
+        _FLAT.reset(token)
+
+
+def flat() -> bool:
+    """True inside flat_symbolic() over a graph with many free dims."""
+    return _FLAT.get()
+
+
+def sym_max(*xs: Any) -> Any:
+    """Max of sympy expressions and numbers: nested Max flattened, numbers folded into one, duplicates
+    dropped, then sympy's own simplification, or, under flat(), an unevaluated Max of what is left (time
+    linear in the arguments). NB: an unevaluated Max may keep an argument sympy would have dropped as
+    provably smaller; it has the same value at every point (substituting numbers evaluates it), only its
+    printed form is longer."""
+    return _lattice(sympy.Max, max, xs)
+
+
+def sym_min(*xs: Any) -> Any:
+    """Min of sympy expressions and numbers; see sym_max."""
+    return _lattice(sympy.Min, min, xs)
+
+
+def _lattice(op, fold, xs: tuple) -> Any:
+    if not flat():
+        return op(*xs)
+    args: dict[Any, None] = {}  # ordered and deduplicated
+    numbers = []
+    for x in xs:
+        x = sympy.sympify(x)
+        for a in (x.args if isinstance(x, op) else (x,)):
+            if a.is_number:
+                numbers.append(a)
+            else:
+                args[a] = None
+    if numbers:
+        args[fold(numbers) if len(numbers) > 1 else numbers[0]] = None
+    if len(args) == 1:
+        return next(iter(args))
+    return op(*args, evaluate=False)
 
 
 def where(cond: Any, a: Any, b: Any) -> Any:
