@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -13,8 +14,8 @@ from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
-from estimator.tiling.plan import plan_kernels
-from estimator.tiling.symmath import flat_symbolic
+from estimator.tiling import symmath
+from estimator.tiling.plan import alike_signature, plan_kernels
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline
 
@@ -84,7 +85,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
-    with flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
+    with symmath.flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
         return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
                          warm_inputs)
 
@@ -110,12 +111,15 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
                             f"{u.reason}")
     plans = plan_kernels(graph, lowered.kernels, hw, warm_inputs) if tiling else [None] * len(lowered.kernels)
     timings: dict[Hashable, Timing] = {}
+    alike: dict[Hashable, Timing] = {}  # Timings up to a renaming of the dims (symmath.renamed)
     priced = []
     for k, plan in zip(lowered.kernels, plans, strict=True):
         if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
             k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            timings[k.signature] = price(k.work, hw, plan, k.kind, k.op)
+            make = functools.partial(price, k.work, hw, plan, k.kind, k.op)
+            alike_key = (alike_signature(graph, k), plan and plan.key) if symmath.flat() else None
+            timings[k.signature] = make() if alike_key is None else symmath.renamed(alike, alike_key, make)
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items() if Pipeline.parse(p) == Pipeline.parse(pipeline)),
                   "custom")

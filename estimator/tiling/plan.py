@@ -17,6 +17,7 @@ size: the tile a deployment at scale would run), and the chosen tile's formula i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -92,9 +93,25 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
     for k, r in zip(kernels, res, strict=True):
         key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)))
         if key not in cache:
-            cache[key] = plan_kernel(graph, k, hw, hwp, menu, r)
+            make = functools.partial(plan_kernel, graph, k, hw, hwp, menu, r)
+            cache[key] = _renamed_plan(graph, k, r, cache, make) if sm.flat() else make()
         plans.append(cache[key])
     return plans
+
+
+def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make) -> TilePlan:
+    """Under symmath.flat() (a graph of many unknown dims: no two kernels have equal signatures, but many
+    are alike up to a renaming of their dims) the plan of an alike kernel, renamed (symmath.renamed)."""
+    key = ("plan", alike_signature(graph, kernel), res.bytes, res.bytes_bound, tuple(sorted(res.resident)))
+    return sm.renamed(cache, key, make)
+
+
+def alike_signature(graph: Graph, kernel) -> Hashable:
+    """The kernel's node signature (estimator/kernel.py: what its Work and plan are a function of), with
+    the tensors' shapes; symmath.canonical turns it into a key up to a renaming of the dims."""
+    from estimator.kernel import op_view, signature
+
+    return signature(op_view(graph, graph.node(kernel.name)), graph)
 
 
 def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -166,3 +168,99 @@ def substitute(x: Any, values: dict) -> Any:
     if isinstance(x, sympy.Basic) and not x.is_number:
         return num(x.xreplace(values))
     return x
+
+
+def canonical(obj: Any) -> tuple[Any, dict]:
+    """`obj` (nested tuples, lists, mappings, dataclasses of hashables and sympy expressions) as a hashable
+    key with its free symbols renamed `_canon0`, `_canon1`... in first-seen order (same assumptions), and
+    {canonical: actual symbol}.
+
+    Two kernels of a graph whose shape inference gave every tensor its own unknown dims are alike up to
+    a renaming of those dims; keyed by their canonical form, one computation serves both (see renamed)."""
+    actual_to_canon: dict = {}
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, (tuple, list)):
+            return tuple(walk(v) for v in x)
+        if isinstance(x, Mapping):
+            return ("{}", tuple(sorted(((str(k), walk(v)) for k, v in x.items()), key=lambda kv: kv[0])))
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            return (type(x).__name__, tuple(walk(getattr(x, f.name)) for f in dataclasses.fields(x)))
+        if isinstance(x, sympy.Basic) and not x.is_number:
+            for s in sorted(x.free_symbols, key=lambda s: s.name):
+                if s not in actual_to_canon:
+                    actual_to_canon[s] = sympy.Symbol(f"_canon{len(actual_to_canon)}", **s.assumptions0)
+            return _rebuild(x, actual_to_canon, {})
+        return x
+
+    key = walk(obj)
+    return key, {c: a for a, c in actual_to_canon.items()}
+
+
+def renamed(cache: dict, obj: Any, make: Callable[[], Any]) -> Any:
+    """`make()`, memoized in `cache` up to a renaming of the free symbols of `obj` (what `make` is a
+    function of): a hit is the stored value with the symbols renamed to this call's. A value holding a
+    symbol `obj` does not is not stored (it is not a function of the key), nor is a string (a message
+    may name the tensors of this call)."""
+    key, to_actual = canonical(obj)
+    hit = cache.get(key)
+    if hit is not None:
+        return rename(hit, to_actual)
+    value = make()
+    if not isinstance(value, str) and free_symbols(value) <= set(to_actual.values()):
+        cache[key] = rename(value, {a: c for c, a in to_actual.items()})
+    return value
+
+
+def rename(x: Any, mapping: dict, memo: dict | None = None) -> Any:
+    """`x` with symbols replaced per `mapping`: sympy expressions, and the values of mappings, tuples and
+    frozen dataclasses (whose sympy fields are renamed); anything else unchanged. NB: the expressions are
+    rebuilt as they are, never re-simplified (a renaming changes no value, and re-simplifying would cost
+    what the renaming saves)."""
+    memo = {} if memo is None else memo  # subtrees shared between fields are rebuilt once
+    if isinstance(x, sympy.Basic):
+        return x if x.is_number else _rebuild(x, mapping, memo)
+    if isinstance(x, Mapping):
+        out = {k: rename(v, mapping, memo) for k, v in x.items()}
+        return MappingProxyType(out) if isinstance(x, MappingProxyType) else out
+    if isinstance(x, tuple):
+        return tuple(rename(v, mapping, memo) for v in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return dataclasses.replace(x, **{f.name: rename(getattr(x, f.name), mapping, memo)
+                                         for f in dataclasses.fields(x) if f.init})
+    return x
+
+
+def _rebuild(e: sympy.Basic, mapping: dict, memo: dict) -> sympy.Basic:
+    """`e` with its symbols replaced, the tree rebuilt node by node without evaluation."""
+    if e in mapping:
+        return mapping[e]
+    if not e.args:
+        return e
+    done = memo.get(e)
+    if done is not None:
+        return done
+    args = tuple(_rebuild(a, mapping, memo) for a in e.args)
+    if args == e.args:
+        out = e
+    elif isinstance(e, (sympy.Add, sympy.Mul)):
+        out = type(e)._from_args(args, e.is_commutative)
+    else:
+        out = sympy.Basic.__new__(type(e), *args)
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            out._argset = frozenset(args)
+    memo[e] = out
+    return out
+
+
+def free_symbols(x: Any) -> set:
+    """Free symbols of `x` as rename() walks it."""
+    if isinstance(x, sympy.Basic):
+        return set(x.free_symbols)
+    if isinstance(x, Mapping):
+        x = tuple(x.values())
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        x = tuple(getattr(x, f.name) for f in dataclasses.fields(x))
+    if isinstance(x, (tuple, list)):
+        return set().union(*(free_symbols(v) for v in x)) if x else set()
+    return set()
