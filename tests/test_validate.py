@@ -234,16 +234,7 @@ def test_cli_model_onnxruntime_cannot_load(capsys, tmp_path):
 # --- ground truth: the bound holds and the join covers the time ------------------------------------
 
 
-@pytest.fixture(scope="session")
-def hf_exports(tmp_path_factory):
-    """Tiny random-init Llama, GPT-2 and BERT from transformers, exported once per test session."""
-    pytest.importorskip("transformers")
-    pytest.importorskip("onnxscript")
-    from models import hf_tiny
-
-    folder = tmp_path_factory.mktemp("hf")
-    return {family: onnx.load(str(hf_tiny.export(family, folder / f"{family}.onnx")))
-            for family in hf_tiny.FAMILIES}
+# hf_exports (tiny transformers exports, once per session): tests/conftest.py
 
 
 def _check(v) -> None:

@@ -95,8 +95,9 @@ def minimum(*xs: Any) -> Any:
 # and ceiling/floor by asking which terms are integers. Over a model's few named dims that is cheap: every
 # layer asks the same questions and sympy's cache answers. Over a graph whose shape inference left each
 # tensor its own unknown dims, no two questions are alike and pricing took minutes. Above this many free
-# dims in the graph (named models have 1-4) the expressions are built flat: see flat_symbolic().
-SIMPLIFY_MAX_DIMS = 8
+# dims in the graph (named models have 1-3: batch, seq, past_seq) the expressions are built flat: see
+# flat_symbolic().
+SIMPLIFY_MAX_DIMS = 4
 
 _FLAT = contextvars.ContextVar("estimator_flat_symbolic", default=False)
 
@@ -116,6 +117,15 @@ def flat_symbolic(free_dims: int) -> Iterator[bool]:
 def flat() -> bool:
     """True inside flat_symbolic() over a graph with many free dims."""
     return _FLAT.get()
+
+
+def rounded(e: sympy.Basic, digits: int) -> sympy.Basic:
+    """`e.evalf(digits)` for printing; under flat() its numbers are rounded in place instead (evalf
+    rebuilds every Max and so runs the pairwise simplification flat mode skipped)."""
+    if not flat():
+        return e.evalf(digits)
+    numbers = {a: sympy.Float(a, digits) for a in e.atoms(sympy.Number) if not a.is_Integer}
+    return _rebuild(e, numbers, {})
 
 
 def sym_max(*xs: Any) -> Any:
@@ -245,10 +255,14 @@ def _rebuild(e: sympy.Basic, mapping: dict, memo: dict) -> sympy.Basic:
         out = e
     elif isinstance(e, (sympy.Add, sympy.Mul)):
         out = type(e)._from_args(args, e.is_commutative)
-    else:
+    elif isinstance(e, (sympy.Max, sympy.Min)):  # their evaluate=False still sorts the arguments
         out = sympy.Basic.__new__(type(e), *args)
-        if isinstance(e, (sympy.Max, sympy.Min)):
-            out._argset = frozenset(args)
+        out._argset = frozenset(args)
+    else:
+        try:
+            out = e.func(*args, evaluate=False)
+        except TypeError:  # a class without the keyword (ExprCondPair, Tuple...): nothing to evaluate
+            out = e.func(*args)
     memo[e] = out
     return out
 
