@@ -11,7 +11,8 @@ then cost minutes of symbolic simplification; a cycle spins shape inference):
 - order: the nodes form a DAG (Kahn's algorithm, linear in nodes + edges);
 - opsets: every opset version is positive and each domain is imported once; a node's domain is imported;
 - dtypes: every declared element type (inputs, outputs, value_info, initializers) is a TensorProto
-  DataType; initializer dims are non-negative; an inline initializer's raw bytes match its dims;
+  DataType (set, on graph inputs and outputs; one the estimator knows the size of, on initializers);
+  initializer dims are non-negative; an inline initializer's raw bytes match its dims;
 - nodes: onnx's own per-node checker (attributes, input / output counts against the op's schema) for
   every op whose schema onnx knows. NB: ops onnx does not know (custom domains, newer ops) are left
   to the importer, which keeps them as uncosted nodes; the checker never sees external data (it checks
@@ -27,6 +28,7 @@ from collections import deque
 
 import onnx
 
+from estimator.dtypes import from_onnx
 from estimator.errors import UserError
 
 # Raw bytes per element of the fixed-size types (the ones whose raw_data length is checkable).
@@ -77,11 +79,13 @@ def check_dtypes(g: onnx.GraphProto) -> None:
     """Declared element types are TensorProto types; initializers have sane dims and raw byte counts."""
     for kind, infos in (("input", g.input), ("output", g.output), ("value_info", g.value_info)):
         for vi in infos:
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type not in _DTYPES:
-                raise GraphError(f"graph {kind} {vi.name!r} has unknown element type "
-                                 f"{vi.type.tensor_type.elem_type}")
+            if not vi.type.HasField("tensor_type"):
+                continue
+            elem = vi.type.tensor_type.elem_type
+            if elem not in _DTYPES or (elem == onnx.TensorProto.UNDEFINED and kind != "value_info"):
+                raise GraphError(f"graph {kind} {vi.name!r} has unknown element type {elem}")
     for init in g.initializer:
-        if init.data_type not in _DTYPES or init.data_type == onnx.TensorProto.UNDEFINED:
+        if init.data_type not in _DTYPES or from_onnx(init.data_type) == "undefined":
             raise GraphError(f"initializer {init.name!r} has unknown element type {init.data_type}")
         if any(d < 0 for d in init.dims):
             raise GraphError(f"initializer {init.name!r} has a negative dim {list(init.dims)}")
