@@ -64,7 +64,7 @@ def provably_greater(a: Expr, b: Expr) -> bool:
     a graph of many unknown dims, without asking sympy's assumptions: unsure)."""
     diff = sympy.sympify(a - b)
     if diff.is_number:
-        return bool(diff > 0)
+        return diff.is_extended_real is True and bool(diff > 0)  # nan (0/0 of an empty tensor): unsure
     return not flat() and diff.is_positive is True
 
 

@@ -106,3 +106,24 @@ def test_cli_renamed_edge_in_a_real_export_is_one_error_line_in_under_2_cpu_s(ca
     code, _, err = cli(capsys, str(path), "--dim", "batch=1", "--dim", "seq=128")
     assert time.process_time() - t0 < 2.0
     assert_one_error_line(code, err, f"node {node.name} (MatMul) reads tensor 'renamed_edge'")
+
+
+@pytest.mark.parametrize(("dim", "fragment"), [(0, "has dim 0 at axis 1"),
+                                               ("seq//0", "dim 'seq//0' at axis 1"),
+                                               ("seq-seq", "dim 'seq-seq' at axis 1")])
+def test_graph_input_dims_must_be_able_to_be_positive(dim, fragment):
+    x = helper.make_tensor_value_info("x", FLOAT, ["batch", dim])
+    _refused(_model([helper.make_node("Relu", ["x"], ["y"])], inputs=[x]), "graph input 'x'", fragment)
+
+
+def test_a_dim_that_may_be_positive_passes():
+    x = helper.make_tensor_value_info("x", FLOAT, ["batch", "seq-1"])  # positive for seq >= 2
+    validate_graph(_model([helper.make_node("Relu", ["x"], ["y"])], inputs=[x]))
+
+
+def test_an_initializer_of_a_type_the_estimator_cannot_size_is_refused():
+    if not hasattr(TensorProto, "FLOAT6E2M3"):
+        pytest.skip("this onnx has no fp6 types")
+    w = numpy_helper.from_array(np.ones((64,), np.float32), "w")
+    w.data_type = TensorProto.FLOAT6E2M3  # a valid ONNX type with no size in estimator/dtypes.py
+    _refused(_model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[w]), "'w'", "unknown element type")

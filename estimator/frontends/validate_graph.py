@@ -12,6 +12,7 @@ then cost minutes of symbolic simplification; a cycle spins shape inference):
 - opsets: every opset version is positive and each domain is imported once; a node's domain is imported;
 - dtypes: every declared element type (inputs, outputs, value_info, initializers) is a TensorProto
   DataType (set, on graph inputs and outputs; one the estimator knows the size of, on initializers);
+  graph input / output dims are positive (a dim_param provably zero or infinite, `seq//0`, is refused);
   initializer dims are non-negative; an inline initializer's raw bytes match its dims;
 - nodes: onnx's own per-node checker (attributes, input / output counts against the op's schema) for
   every op whose schema onnx knows. NB: ops onnx does not know (custom domains, newer ops) are left
@@ -30,6 +31,7 @@ import onnx
 
 from estimator.dtypes import from_onnx
 from estimator.errors import UserError
+from estimator.ir import DimParseError, parse_dim
 
 # Raw bytes per element of the fixed-size types (the ones whose raw_data length is checkable).
 _ITEMSIZE = {
@@ -84,6 +86,8 @@ def check_dtypes(g: onnx.GraphProto) -> None:
             elem = vi.type.tensor_type.elem_type
             if elem not in _DTYPES or (elem == onnx.TensorProto.UNDEFINED and kind != "value_info"):
                 raise GraphError(f"graph {kind} {vi.name!r} has unknown element type {elem}")
+            for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+                _check_dim(kind, vi.name, axis, d)
     for init in g.initializer:
         if init.data_type not in _DTYPES or from_onnx(init.data_type) == "undefined":
             raise GraphError(f"initializer {init.name!r} has unknown element type {init.data_type}")
@@ -92,12 +96,36 @@ def check_dtypes(g: onnx.GraphProto) -> None:
         size = _ITEMSIZE.get(init.data_type)
         if init.data_location == onnx.TensorProto.EXTERNAL or size is None or not init.raw_data:
             continue  # external bytes are never read; typed fields are checked by protobuf itself
-        numel = 1
-        for d in init.dims:
-            numel *= d
+        numel = _numel(init.dims)
         if len(init.raw_data) != numel * size:
             raise GraphError(f"initializer {init.name!r}: {len(init.raw_data)} raw bytes for dims "
                              f"{list(init.dims)} (expected {numel * size}); the file is corrupt")
+
+
+def _numel(dims) -> int:
+    numel = 1
+    for d in dims:
+        numel *= d
+    return numel
+
+
+def _check_dim(kind: str, tensor: str, axis: int, d: onnx.TensorShapeProto.Dimension) -> None:
+    """A declared dim may be positive: a dim_value > 0 (on graph inputs and outputs), a dim_param not
+    provably zero, negative or infinite (`seq//0`, `seq-seq`; `seq-1` passes)."""
+    if d.HasField("dim_value"):
+        if d.dim_value <= 0 and kind != "value_info":
+            raise GraphError(f"graph {kind} {tensor!r} has dim {d.dim_value} at axis {axis}; an estimate "
+                             f"needs positive dims")
+        return
+    if not d.dim_param:
+        return
+    try:
+        expr = parse_dim(d.dim_param)
+    except DimParseError:
+        return  # the importer names the tensor and the parse error
+    if expr.is_finite is False or expr.is_positive is False:
+        raise GraphError(f"graph {kind} {tensor!r}: dim {d.dim_param!r} at axis {axis} is not a positive "
+                         f"size ({expr})")
 
 
 def check_names(g: onnx.GraphProto) -> dict[str, int]:
