@@ -190,10 +190,13 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
         return None
     g = gemm_problem(spec, unit, work.dram_bytes, res.bytes, spec.a.name in res.resident,
                      spec.b.name in res.resident, hw, menu)
-    if g is None:
+    if g is None or any(sm.numeric(x) and x == 0 for x in (g.batch, g.m, g.n)):
+        return None  # NB: an empty GEMM (a zero dim) has no tiles: the streaming plan prices it
+    try:
+        best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
+                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
+    except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
         return None
-    best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
-                   lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
     if best is None:
         return None
     fixed = hw.efficiency["launch_s"] + hw.efficiency["mem_latency_s"]
