@@ -127,3 +127,11 @@ def test_an_initializer_of_a_type_the_estimator_cannot_size_is_refused():
     w = numpy_helper.from_array(np.ones((64,), np.float32), "w")
     w.data_type = TensorProto.FLOAT6E2M3  # a valid ONNX type with no size in estimator/dtypes.py
     _refused(_model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[w]), "'w'", "unknown element type")
+
+
+def test_out_of_range_axis_attributes_are_refused_before_onnx_inference():
+    # onnx's GatherND shape inference segfaults on batch_dims=-100 (found by tools/fuzz_estimate.py)
+    node = helper.make_node("GatherND", ["x", "i"], ["y"], name="g", batch_dims=-100)
+    i = helper.make_tensor_value_info("i", TensorProto.INT64, [1, 1])
+    x = helper.make_tensor_value_info("x", FLOAT, [2, 4])
+    _refused(_model([node], inputs=[x, i]), "node g (GatherND)", "batch_dims=-100")

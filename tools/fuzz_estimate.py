@@ -321,12 +321,18 @@ def cases(mutants: int, randoms: int, seed: int, seeds: dict[str, bytes]):
 
 
 def campaign(mutants: int, randoms: int, seed: int, seeds: dict[str, bytes], folder: str,
-             save: str | None = None):
-    """Yield one Outcome per case of cases(), each run from a file in `folder`."""
+             save: str | None = None, start: int = 0, log: str | None = None):
+    """Yield one Outcome per case of cases() from the `start`-th, each run from a file in `folder`; with
+    `log`, each case's name is written there before it runs (a crash of the process names its case)."""
     path = os.path.join(folder, "case.onnx")
-    for name, data, argv in cases(mutants, randoms, seed, seeds):
+    for i, (name, data, argv) in enumerate(cases(mutants, randoms, seed, seeds)):
+        if i < start:
+            continue
         with open(path, "wb") as f:
             f.write(data)
+        if log:
+            with open(log, "a") as f:
+                f.write(f"{name} {' '.join(argv)}\n")
         outcome = run_case(name, path, argv)
         if save and outcome.finding:
             Path(save).mkdir(parents=True, exist_ok=True)
@@ -343,6 +349,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--hf", metavar="DIR", help="folder of transformers exports (models/hf_tiny.py)")
     ap.add_argument("--save", metavar="DIR", help="write each finding's model there")
+    ap.add_argument("--start", type=int, default=0, help="skip the cases before this one")
+    ap.add_argument("--log", metavar="FILE", help="append each case's name before running it")
     args = ap.parse_args()
 
     seeds = builder_seeds()
@@ -352,7 +360,8 @@ def main() -> int:
     findings, slowest = [], None
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        for outcome in campaign(args.mutants, args.random, args.seed, seeds, folder, args.save):
+        for outcome in campaign(args.mutants, args.random, args.seed, seeds, folder, args.save, args.start,
+                                args.log):
             counts[outcome.kind] += 1
             if slowest is None or outcome.seconds > slowest.seconds:
                 slowest = outcome

@@ -44,6 +44,12 @@ _ITEMSIZE = {
 _DTYPES = frozenset(onnx.TensorProto.DataType.values())
 
 
+# Axis-like attributes: the range any real graph stays in (ranks beyond 64 do not occur). NB: onnx's
+# shape inference crashes the process (a segfault, no exception) on some out-of-range values, e.g.
+# GatherND batch_dims=-100, so they are refused here first.
+_ATTR_RANGES = {"batch_dims": (0, 64), "axis": (-64, 64), "axes": (-64, 64), "perm": (0, 64)}
+
+
 class GraphError(UserError):
     """A structurally invalid graph (the CLI prints one `error:` line and exits 2)."""
 
@@ -203,6 +209,7 @@ def check_nodes(model: onnx.ModelProto, opsets: dict[str, int]) -> None:
         if domain not in opsets:
             raise GraphError(f"{_node_label(node, i)} uses domain {domain!r}, which the model does not "
                              f"import (opset_import)")
+        _check_attribute_ranges(node, i)
         if not onnx.defs.has(node.op_type, domain) or any(a.g.node or a.graphs for a in node.attribute):
             continue  # unknown ops are the importer's; subgraphs may read outer names (not in scope here)
         try:
@@ -210,3 +217,15 @@ def check_nodes(model: onnx.ModelProto, opsets: dict[str, int]) -> None:
         except Exception as exc:  # noqa: BLE001 - onnx raises ValidationError or a C++ exception type
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise GraphError(f"{_node_label(node, i)}: {first}") from None
+
+
+def _check_attribute_ranges(node: onnx.NodeProto, index: int) -> None:
+    for a in node.attribute:
+        bounds = _ATTR_RANGES.get(a.name)
+        if bounds is None:
+            continue
+        values = [a.i] if a.type == onnx.AttributeProto.INT else list(a.ints)
+        bad = [v for v in values if not bounds[0] <= v <= bounds[1]]
+        if bad:
+            raise GraphError(f"{_node_label(node, index)}: attribute {a.name}={bad[0]} is out of range "
+                             f"[{bounds[0]}, {bounds[1]}]")
