@@ -20,7 +20,6 @@ from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
 from estimator.errors import UserError
-from estimator.frontends.validate_graph import validate_graph
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13
@@ -283,6 +282,8 @@ def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
 def import_model(model: onnx.ModelProto) -> Graph:
     """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
     checker), symbolic shape inference and IR construction for a loaded model."""
+    from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
+
     check_opset(model)
     validate_graph(model)
     light, weights = split_weights(model)

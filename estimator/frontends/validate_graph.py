@@ -12,7 +12,7 @@ then cost minutes of symbolic simplification; a cycle spins shape inference):
 - opsets: every opset version is positive and each domain is imported once; a node's domain is imported;
 - dtypes: every declared element type (inputs, outputs, value_info, initializers) is a TensorProto
   DataType (set, on graph inputs and outputs; one the estimator knows the size of, on initializers);
-  graph input / output dims are positive (a dim_param provably zero or infinite, `seq//0`, is refused);
+  graph input / output dims are sizes (>= 0; a dim_param provably zero or infinite, `seq//0`, is refused);
   initializer dims are non-negative; an inline initializer's raw bytes match its dims;
 - nodes: onnx's own per-node checker (attributes, input / output counts against the op's schema) for
   every op whose schema onnx knows. NB: ops onnx does not know (custom domains, newer ops) are left
@@ -30,7 +30,7 @@ from collections import deque
 import onnx
 
 from estimator.dtypes import from_onnx
-from estimator.errors import UserError
+from estimator.frontends.onnx_import import FrontendError
 from estimator.ir import DimParseError, parse_dim
 
 # Raw bytes per element of the fixed-size types (the ones whose raw_data length is checkable).
@@ -50,7 +50,7 @@ _DTYPES = frozenset(onnx.TensorProto.DataType.values())
 _ATTR_RANGES = {"batch_dims": (0, 64), "axis": (-64, 64), "axes": (-64, 64), "perm": (0, 64)}
 
 
-class GraphError(UserError):
+class GraphError(FrontendError):
     """A structurally invalid graph (the CLI prints one `error:` line and exits 2)."""
 
 
@@ -116,12 +116,12 @@ def _numel(dims) -> int:
 
 
 def _check_dim(kind: str, tensor: str, axis: int, d: onnx.TensorShapeProto.Dimension) -> None:
-    """A declared dim may be positive: a dim_value > 0 (on graph inputs and outputs), a dim_param not
-    provably zero, negative or infinite (`seq//0`, `seq-seq`; `seq-1` passes)."""
+    """A declared dim is a size: a dim_value >= 0 (on graph inputs and outputs), a dim_param not provably
+    zero, negative or infinite (`seq//0`, `seq-seq`; `seq-1` passes)."""
     if d.HasField("dim_value"):
-        if d.dim_value <= 0 and kind != "value_info":
-            raise GraphError(f"graph {kind} {tensor!r} has dim {d.dim_value} at axis {axis}; an estimate "
-                             f"needs positive dims")
+        if d.dim_value < 0 and kind != "value_info":  # 0 is legal: an empty tensor (CastLike's `like`)
+            raise GraphError(f"graph {kind} {tensor!r} has dim {d.dim_value} at axis {axis}; dims are "
+                             f"sizes (>= 0)")
         return
     if not d.dim_param:
         return
