@@ -1,28 +1,37 @@
 # The two commands the README opens with. Both create .venv inside the repo and install from
-# pyproject.toml on first use (re-installing when pyproject.toml changes).
+# pyproject.toml on first use (re-installing when pyproject.toml changes). The demo installs only what
+# the default `estimate` needs (the core and onnxruntime: no torch); the tests add the extras (torch,
+# transformers, torch-mlir, pytest, ruff). A venv installed for the tests serves the demo as it is.
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 PYTHON ?= python3
 
 .PHONY: demo test lint bench report clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,torch,mlir]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml | $(PY)
+	@if [ -f $(TEST_STAMP) ] && [ $(TEST_STAMP) -nt pyproject.toml ]; then touch $@; \
+	else echo "$(PY) -m pip install -q -e '.[ort]'"; $(PY) -m pip install -q -e '.[ort]' && touch $@; fi
+
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q -e '.[dev,torch,mlir]'
+	touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/estimate --model llama-3-8b --arch blackwell --precision bf16
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(PY) -m pytest -q
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check estimator passes hwdesc models tests tools
 
-bench: $(STAMP)
+bench: $(DEMO_STAMP)
 	$(PY) tools/bench_estimate.py
 
 # The demo model's HTML report (with recommendations and a sequence sweep), its timeline trace, and a

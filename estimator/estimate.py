@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -13,7 +14,8 @@ from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
-from estimator.tiling.plan import plan_kernels
+from estimator.tiling import symmath
+from estimator.tiling.plan import alike_signature, plan_kernels
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline, pipeline_for
 
@@ -88,6 +90,15 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     collective kernels are priced (estimator/serve/collectives.py)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
+    with symmath.flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
+        return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
+                         warm_inputs, kernel_sass, framework, comm_graphed)
+
+
+def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: dict[str, int],
+              free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
+              tiling: bool, warm_inputs: bool | Iterable[str], kernel_sass: Mapping | None,
+              framework: str | None, comm_graphed: bool) -> Result:
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = retype(graph, check_precision(precision, hw))
@@ -113,12 +124,15 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     if kernel_sass:
         check_priced(lowered.kernels, kernel_sass, tiling, plans)
     timings: dict[Hashable, Timing] = {}
+    alike: dict[Hashable, Timing] = {}  # Timings up to a renaming of the dims (symmath.renamed)
     priced = []
     for k, plan in zip(lowered.kernels, plans, strict=True):
         if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
             k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            timings[k.signature] = price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
+            make = functools.partial(price, k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
+            alike_key = (alike_signature(graph, k), plan and plan.key) if symmath.flat() else None
+            timings[k.signature] = make() if alike_key is None else symmath.renamed(alike, alike_key, make)
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items()
                    if Pipeline.parse(pipeline_for(name, hw.family)) == Pipeline.parse(pipeline)), "custom")

@@ -18,6 +18,7 @@ from estimator.dtypes import DtypeError
 from estimator.fused import fused_work
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import CONTROL_FLOW, kind_of
+from estimator.tiling import symmath
 from passes.graph_edit import is_fused, members
 
 
@@ -91,6 +92,7 @@ class CostCache:
         self.graph = graph
         self._cache: dict[Hashable, Work | str] = {}
         self._ids: dict[Hashable, int] = {}
+        self._alike: dict[Hashable, Work | str] = {}
 
     def work(self, view: OpView) -> tuple[int, Work | str]:
         """(signature id, Work or the reason it has none). Ids are small ints: later grouping and
@@ -99,7 +101,9 @@ class CostCache:
         sig_id = self._ids.setdefault(sig, len(self._ids))
         hit = self._cache.get(sig)
         if hit is None:
-            hit = self._price(view)
+            # many unknown dims (tiling/symmath.flat): nodes alike up to a renaming of their dims share one
+            hit = symmath.renamed(self._alike, sig, lambda: self._price(view)) if symmath.flat() else None
+            hit = hit if hit is not None else self._price(view)
             self._cache[sig] = hit
         return sig_id, hit
 

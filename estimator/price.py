@@ -27,6 +27,7 @@ from estimator.cost.registry import ALU, CUDA, SFU, TENSOR, Work
 from estimator.dtypes import tensor_peak_key
 from estimator.errors import UserError
 from estimator.ir import Expr
+from estimator.tiling.symmath import flat, sym_max
 from hwdesc import HardwareDescriptor
 
 
@@ -63,10 +64,12 @@ def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
 
 
 def provably_greater(a: Expr, b: Expr) -> bool:
+    """a > b for every value of the free dims; False when unsure (and, under tiling/symmath.flat(), over
+    a graph of many unknown dims, without asking sympy's assumptions: unsure)."""
     diff = sympy.sympify(a - b)
     if diff.is_number:
-        return bool(diff > 0)
-    return diff.is_positive is True
+        return diff.is_extended_real is True and bool(diff > 0)  # nan (0/0 of an empty tensor): unsure
+    return not flat() and diff.is_positive is True
 
 
 def dominant(terms: dict[str, Expr]) -> str:
@@ -116,7 +119,7 @@ def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None
 def _roofline(work: Work, hw: HardwareDescriptor) -> tuple[Expr, Expr]:
     """(compute_s, memory_s) at peak: the slowest unit's time and the DRAM bytes' time."""
     peak_times = [flops / unit_peak(hw, unit, dtype) for (unit, dtype), flops in work.flops.items()]
-    return (sympy.Max(*peak_times) if peak_times else sympy.Integer(0)), work.dram_bytes / hw.dram_bytes_per_s
+    return (sym_max(*peak_times) if peak_times else sympy.Integer(0)), work.dram_bytes / hw.dram_bytes_per_s
 
 
 def _classed(work: Work, hw: HardwareDescriptor, figures: Mapping[str, float]) -> Timing:
@@ -144,10 +147,10 @@ def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
     eff = hw.efficiency
     compute_s, _ = _roofline(work, hw)
     memory_s = (work.dram_bytes - plan.resident_bytes_bound) / hw.dram_bytes_per_s
-    bound_s = sympy.Max(compute_s, memory_s)
+    bound_s = sym_max(compute_s, memory_s)
     if plan.resident_bytes_bound and hw.l2_bytes_per_s:
-        bound_s = sympy.Max(bound_s, work.dram_bytes / hw.l2_bytes_per_s)
-    estimate_s = sympy.Max(sympy.sympify(plan.estimate_s), bound_s)
+        bound_s = sym_max(bound_s, work.dram_bytes / hw.l2_bytes_per_s)
+    estimate_s = sym_max(sympy.sympify(plan.estimate_s), bound_s)
     if eff.get("op_overhead_s"):
         estimate_s = estimate_s + eff["op_overhead_s"]
     terms = {k: sympy.sympify(v) for k, v in plan.terms.items()}

@@ -250,9 +250,9 @@ def test_resnet50_has_the_resnet50_layer_count():
 
 @pytest.mark.parametrize("name", ["llama-3-70b", "llama-3-70b-decode"])
 def test_llama_3_70b_is_small_fast_and_regular(name):
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time of this process: load on the machine does not count
     model = models.build(name)
-    assert time.perf_counter() - start < 3.0
+    assert time.process_time() - start < 3.0
     assert len(model.SerializeToString()) < 5_000_000
 
     per_layer = collections.defaultdict(collections.Counter)

@@ -1,10 +1,12 @@
 """--validate: onnxruntime as ground truth on this host (CPU only).
 
 Tolerances: the bound must hold outright (a measured time below it is a model error: the bound is a
-floor), per kernel within the profiler's 1 us resolution; the join must attribute >= 90% of profiled
-node time to kernels (the rest is shape arithmetic the estimator treats as free, ~1-3 us a node on CPU;
-small graphs are checked at sequence lengths where kernels outweigh it). Estimate error is not tested
-here: on a shared 2-core host it swings with the load; tools/validate_host.py reports it.
+floor), per kernel within the profiler's 1 us resolution; every executed node must be accounted for,
+joined to a kernel or in the free-view bucket (views and shape arithmetic the estimator prices as free,
+estimator/truth/free_views.py) or an uncosted op. No assertion depends on a share of measured time or
+on the machine being quiet (a slower run only widens the bound's margin). Estimate error and the joined
+share are not tested here: on a shared 2-core host they swing with the load; tools/validate_host.py
+reports them.
 """
 
 from __future__ import annotations
@@ -234,25 +236,26 @@ def test_cli_model_onnxruntime_cannot_load(capsys, tmp_path):
 # --- ground truth: the bound holds and the join covers the time ------------------------------------
 
 
-@pytest.fixture(scope="session")
-def hf_exports(tmp_path_factory):
-    """Tiny random-init Llama, GPT-2 and BERT from transformers, exported once per test session."""
-    pytest.importorskip("transformers")
-    pytest.importorskip("onnxscript")
-    from models import hf_tiny
-
-    folder = tmp_path_factory.mktemp("hf")
-    return {family: onnx.load(str(hf_tiny.export(family, folder / f"{family}.onnx")))
-            for family in hf_tiny.FAMILIES}
+# hf_exports (tiny transformers exports, once per session): tests/conftest.py
 
 
 def _check(v) -> None:
+    """Structural checks only (no share of measured time: on a busy host those swing with the load). A
+    slower run can only widen the bound's margin, so the bound checks hold under any slowdown."""
     bound = float(v.result.totals["bound_s"])
     assert v.measured_min_s >= bound, f"the fastest run ({v.measured_min_s:.3g} s) beat the bound {bound:.3g}"
     assert not model_errors(v), to_table(v, 5)
-    assert v.joined_share >= 0.9, to_table(v, 5)
+    # every executed node is accounted for: joined to a kernel, a free view (views, shape arithmetic),
+    # or an op the estimator lists as uncosted
+    uncosted_ops = {u.op for u in v.result.uncosted}
+    assert all(t.op in uncosted_ops for t in v.unjoined), to_table(v, 5)
+    joined_nodes = sum(len(m.nodes) for m in v.matches)
+    assert joined_nodes + len(v.free_views) + len(v.unjoined) == len(v.profile)
     doc = to_json(v)
     assert doc["total"]["measured_s"] >= doc["total"]["bound_s"] and "unjoined_s" in doc["total"]
+    val = doc["validation"]
+    assert val["joined_s"] + val["free_view_s"] + val["unjoined_s"] == pytest.approx(val["profiled_s"])
+    assert val["free_view_count"] == sum(row["nodes"] for row in val["free_view_by_op"].values())
 
 
 # Builder graphs at two sequence lengths each; gpt2-small and bert-base carry ~500 MB of weights, so

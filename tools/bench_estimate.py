@@ -4,8 +4,11 @@
 
 Each measurement runs in a fresh subprocess (imports included, as a user sees it); medians of --runs.
 Targets (issue 2, 2-core machine): 8B <= 2 s, 70B <= 5 s, peak RSS <= 400 MB, <= 3x the floor.
+Start-up (issue 11): `estimate --list-archs` <= 0.3 s and `estimate --model llama-3-8b` <= 1.0 s, whole
+process; reported as wall time and as the process's CPU time (user + sys, from wait4: on a loaded
+machine the wall time includes waiting for a core, the CPU time does not).
 
-    python tools/bench_estimate.py [--runs 3] [--models llama-3-8b,llama-3-70b-decode]
+    python tools/bench_estimate.py [--runs 3] [--models llama-3-8b,llama-3-70b-decode] [--startup-only]
 """
 
 from __future__ import annotations
@@ -52,6 +55,28 @@ def peak_rss_mb(cmd: list[str]) -> float:
     return usage.ru_maxrss / 1024
 
 
+def cpu_and_wall(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds user + sys) of one subprocess."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"error: {' '.join(cmd)} failed: {proc.stderr.read().decode()[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def startup(runs: int) -> None:
+    """The start-up targets, with this checkout's CLI (python -m estimator.cli)."""
+    cli = [sys.executable, "-m", "estimator.cli"]
+    print(f"{'command':<40}{'wall s':>9}{'cpu s':>8}{'target s':>10}")
+    for argv, target in ((["--list-archs"], 0.3), (["--model", "llama-3-8b"], 1.0)):
+        walls, cpus = zip(*(cpu_and_wall([*cli, *argv]) for _ in range(runs)), strict=True)
+        print(f"{'estimate ' + ' '.join(argv):<40}{statistics.median(walls):>9.2f}"
+              f"{statistics.median(cpus):>8.2f}{target:>10.1f}")
+    print(f"(median of {runs} fresh processes each)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -60,7 +85,12 @@ def main() -> int:
                     help="override a model's default dim (e.g. batch=64 for deepseek-v3-decode)")
     ap.add_argument("--module", action="store_true",
                     help="run `python -m estimator.cli` of this checkout instead of the installed `estimate`")
+    ap.add_argument("--startup-only", action="store_true", help="only the start-up targets")
     args = ap.parse_args()
+
+    startup(args.runs)
+    if args.startup_only:
+        return 0
 
     import models
 

@@ -47,14 +47,28 @@ def _modes():
     return [importlib.import_module(name) for name in MODES]
 
 
+class _Precisions:
+    """--precision's choices (estimator.dtypes.PRECISIONS), imported only when a precision is given or
+    the help is printed: dtypes imports sympy and onnx, which `--list-archs` never needs."""
+
+    def _names(self) -> list[str]:
+        from estimator.dtypes import PRECISIONS
+
+        return list(PRECISIONS)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage + 2 lines)
         raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from estimator.dtypes import PRECISIONS  # imports sympy and onnx: not on the `estimate sass` path
-
     p = _Parser(prog="estimate", description="Latency bound and estimate of an ONNX model on an NVIDIA GPU.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")
@@ -62,8 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="h100-sxm",
                    help="GPU SKU, alias (hopper, blackwell), path to a hwdesc YAML, or host (this machine, "
                         "measured through onnxruntime on first use) (default: h100-sxm)")
-    p.add_argument("--precision", choices=list(PRECISIONS),
-                   help="re-type every float tensor to this precision (default: the graph's dtypes)")
+    p.add_argument("--precision", choices=_Precisions(), metavar="P",
+                   help="re-type every float tensor to this precision: %(choices)s (default: the graph's "
+                        "dtypes)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a free dimension (repeatable)")
     p.add_argument("--fusion", default=None, metavar="STRATEGY",

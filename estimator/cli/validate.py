@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-
-import onnx
+from typing import TYPE_CHECKING
 
 from estimator.truth.ort_runner import EXECUTION_PROVIDERS
-from estimator.truth.validate import ValidateError
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -79,10 +80,12 @@ def _validate(args: argparse.Namespace) -> int:
 def load_model(args: argparse.Namespace, dims: dict[str, int]) -> tuple[onnx.ModelProto, bytes | str, dict]:
     """(proto with node names as the frontend gives them, what onnxruntime loads, dims to bind) for MODEL
     or --model NAME. Like cli.load_graph, but onnxruntime needs the weights too."""
+    import onnx
+
     from estimator.cli.main import UsageError
     from estimator.frontends.onnx_import import check_opset
     from estimator.frontends.onnx_import import load_model as read_model
-    from estimator.truth.validate import name_nodes
+    from estimator.truth.validate import ValidateError, name_nodes
 
     if args.model_path and args.model_name:
         raise UsageError("give either MODEL or --model NAME, not both")

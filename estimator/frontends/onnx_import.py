@@ -12,7 +12,6 @@ import logging
 import os
 from collections.abc import Iterable
 
-import networkx as nx
 import numpy as np
 import onnx
 import sympy
@@ -295,21 +294,13 @@ def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
                                       is_weight=weight, is_const=True)
 
 
-def check_acyclic(model: onnx.ModelProto) -> None:
-    """A cycle is bad input; find it before shape inference (which would spin on it)."""
-    producer = {out: i for i, n in enumerate(model.graph.node) for out in n.output if out}
-    edges = [(producer[t], i) for i, n in enumerate(model.graph.node) for t in n.input if t in producer]
-    g = nx.DiGraph(edges)
-    g.add_nodes_from(range(len(model.graph.node)))
-    if not nx.is_directed_acyclic_graph(g):
-        cycle = [model.graph.node[u].name or model.graph.node[u].op_type for u, _ in nx.find_cycle(g)]
-        raise FrontendError(f"graph has a cycle through nodes {cycle[:6]}")
-
-
 def import_model(model: onnx.ModelProto) -> Graph:
-    """Opset check, cycle check, symbolic shape inference and IR construction for a loaded model."""
+    """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
+    checker), symbolic shape inference and IR construction for a loaded model."""
+    from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
+
     check_opset(model)
-    check_acyclic(model)
+    validate_graph(model)
     light, weights = split_weights(model)
     return to_graph(infer_shapes(light), weights)
 

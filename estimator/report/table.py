@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from typing import Any
 
@@ -10,6 +11,7 @@ import sympy
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.ir import Expr
 from estimator.price import unit_peak
+from estimator.tiling.symmath import flat_symbolic, rounded
 
 
 def jsonable(expr: Expr) -> int | float | str:
@@ -17,14 +19,14 @@ def jsonable(expr: Expr) -> int | float | str:
     e = sympy.sympify(expr)
     if e.is_number:
         return int(e) if e.is_Integer else float(e)
-    return str(e.evalf(6)) if e.has(sympy.Float) else str(e)
+    return str(rounded(e, 6)) if e.has(sympy.Float) else str(e)
 
 
 def show(expr: Expr, unit: str = "") -> str:
     """Human form: engineering units for seconds, compact floats, expressions rounded to 4 digits."""
     e = sympy.sympify(expr)
     if not e.is_number:
-        return str(e.evalf(4))
+        return str(rounded(e, 4))
     v = float(e)
     if unit == "s":
         for scale, name in ((1, "s"), (1e-3, "ms"), (1e-6, "us")):
@@ -49,6 +51,16 @@ def _num(e: Expr) -> float:
     return float(e) if e.is_number else 0.0
 
 
+def _flat_report(fn):
+    """Print a Result in its estimate's flat mode (tiling/symmath.py) when it has many unbound dims."""
+    @functools.wraps(fn)
+    def in_mode(result: Result, *args, **kwargs):
+        with flat_symbolic(sum(v is None for v in result.dims.values())):
+            return fn(result, *args, **kwargs)
+    return in_mode
+
+
+@_flat_report
 def to_json(result: Result) -> dict[str, Any]:
     t = result.totals
     cache: dict[Hashable, dict[str, Any]] = {}
@@ -156,6 +168,7 @@ def _table(rows: list[list[str]], align: str) -> list[str]:
     return out
 
 
+@_flat_report
 def to_table(result: Result, top: int = 15) -> str:
     lines = _header(result)
     if result.symbolic:

@@ -13,6 +13,7 @@ from typing import Any
 
 from estimator.report.table import show
 from estimator.report.table import to_json as estimate_json
+from estimator.truth import free_views
 from estimator.truth.validate import PROFILER_RESOLUTION_S, Match, Validation
 
 TOTAL_COLUMNS = ("measured_s", "measured_min_s", "bound_s", "estimate_s")
@@ -95,6 +96,9 @@ def to_json(v: Validation, top_unjoined: int = 20) -> dict[str, Any]:
         "unjoined_nodes": [{"node": n.name, "op": n.op, "measured_s": n.seconds}
                            for n in unjoined[:top_unjoined]],
         "unjoined_count": len(v.unjoined),
+        "free_view_s": v.free_view_s,  # views and shape arithmetic, priced as free (truth/free_views.py)
+        "free_view_count": len(v.free_views),
+        "free_view_by_op": free_views.by_op(v.free_views),
         "fused_groups": [{"kernels": names(m), "nodes": list(m.nodes), "measured_s": m.measured_s,
                           "bound_s": match_bound(v, m), "estimate_s": match_estimate(v, m)}
                          for m in v.matches if len(m.kernels) > 1],
@@ -132,8 +136,10 @@ def to_table(v: Validation, top: int = 15) -> str:
                  ["total", *(show(t[k], "s") for k in TOTAL_COLUMNS)]], "lrrrr"),
         f"efficiency (bound / measured) {100 * t['efficiency']:.0f}%   "
         f"estimate error (estimate - measured) / measured {_pct(t['estimate_error'])}",
-        f"join: {len(v.profile) - len(v.unjoined)} of {len(v.profile)} executed nodes joined to kernels, "
-        f"{100 * v.joined_share:.1f}% of profiled node time; unjoined {show(v.unjoined_s, 's')}; "
+        f"join: {len(v.profile) - len(v.unjoined) - len(v.free_views)} of {len(v.profile)} executed nodes "
+        f"joined to kernels, {100 * v.joined_share:.1f}% of profiled node time; free views "
+        f"{len(v.free_views)} nodes {show(v.free_view_s, 's')}; unjoined {len(v.unjoined)} nodes "
+        f"{show(v.unjoined_s, 's')}; "
         f"outside the nodes (executor, session.run) {_outside(t['measured_s'] - v.profiled_s)}; "
         f"profiler overhead subtracted {show(v.profiler_overhead_s, 's')} per node",
     ]

@@ -125,8 +125,9 @@ def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, hw: H
     usable = hw.l2_bytes * hw.eff["l2_resident"]
     a_total = g.batch * g.m * g.k * g.a_bytes
     b_total = g.batch * g.n * g.k * g.b_bytes
-    panel_rows = sm.maximum(1, sm.minimum(tiles_m, (usable / 2) // sm.maximum(1, rows * g.k * g.a_bytes)))
-    panel_cols = sm.maximum(1, sm.minimum(tiles_n, (usable / 2) // sm.maximum(1, cols * g.k * g.b_bytes)))
+    half = usable / 2
+    panel_rows = sm.maximum(1, sm.minimum(tiles_m, sm.floor_div(half, sm.maximum(1, rows * g.k * g.a_bytes))))
+    panel_cols = sm.maximum(1, sm.minimum(tiles_n, sm.floor_div(half, sm.maximum(1, cols * g.k * g.b_bytes))))
     rereads_b = b_total * (sm.ceil(tiles_m / panel_rows) - 1) * (1 - g.b_in_l2)
     rereads_a = a_total * (sm.ceil(tiles_n / panel_cols) - 1) * (1 - g.a_in_l2)
     extra = sm.minimum(rereads_a, rereads_b)

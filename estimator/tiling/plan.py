@@ -19,6 +19,7 @@ which kernels a closed form approximates and by how much.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -104,9 +105,25 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
         compiled = for_kernel(k, sass)
         key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)), compiled)
         if key not in cache:
-            cache[key] = plan_kernel(graph, k, hw, hwp, menu, r, compiled)
+            make = functools.partial(plan_kernel, graph, k, hw, hwp, menu, r, compiled)
+            cache[key] = _renamed_plan(graph, k, r, cache, make) if sm.flat() else make()
         plans.append(cache[key])
     return plans
+
+
+def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make) -> TilePlan:
+    """Under symmath.flat() (a graph of many unknown dims: no two kernels have equal signatures, but many
+    are alike up to a renaming of their dims) the plan of an alike kernel, renamed (symmath.renamed)."""
+    key = ("plan", alike_signature(graph, kernel), res.bytes, res.bytes_bound, tuple(sorted(res.resident)))
+    return sm.renamed(cache, key, make)
+
+
+def alike_signature(graph: Graph, kernel) -> Hashable:
+    """The kernel's node signature (estimator/kernel.py: what its Work and plan are a function of), with
+    the tensors' shapes; symmath.canonical turns it into a key up to a renaming of the dims."""
+    from estimator.kernel import op_view, signature
+
+    return signature(op_view(graph, graph.node(kernel.name)), graph)
 
 
 def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
@@ -206,13 +223,16 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
         return None
     g = gemm_problem(spec, unit, work.dram_bytes, res.bytes, spec.a.name in res.resident,
                      spec.b.name in res.resident, hw, menu)
-    if g is None:
-        return None
+    if g is None or any(sm.numeric(x) and x == 0 for x in (g.batch, g.m, g.n)):
+        return None  # NB: an empty GEMM (a zero dim) has no tiles: the streaming plan prices it
     hw_peak = g.peak
     if compiled is not None and compiled.peak_flops_per_s:  # the compiled kernel's MMA path (sass/seam.py)
         g = replace(g, peak=compiled.peak_flops_per_s)
-    best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
-                   lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
+    try:
+        best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
+                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
+    except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
+        return None
     if best is None:
         return None
     fixed = hw.efficiency["launch_s"] + hw.efficiency["mem_latency_s"]

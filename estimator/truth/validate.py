@@ -31,6 +31,7 @@ from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import DimParseError, parse_dim
 from estimator.truth import ort_runner
+from estimator.truth.free_views import split_free_views
 from estimator.truth.ort_runner import NodeTime
 
 # A kernel is a model error when its measured time is below its bound by more than this: onnxruntime's
@@ -237,8 +238,9 @@ class Validation:
     profile_runs: int
     profiler_overhead_s: float  # subtracted from every profiled node
     matches: list[Match]
-    unjoined: list[NodeTime]
+    unjoined: list[NodeTime]  # executed nodes in no kernel that are not free views either
     notes: list[str] = field(default_factory=list)
+    free_views: list[NodeTime] = field(default_factory=list)  # views / shape arithmetic priced as free
     source: str = ""  # a profile read from a file (estimator/profile/): what measured it; "" for a live run
 
     @property
@@ -260,6 +262,10 @@ class Validation:
     @property
     def unjoined_s(self) -> float:
         return sum(t.seconds for t in self.unjoined)
+
+    @property
+    def free_view_s(self) -> float:
+        return sum(t.seconds for t in self.free_views)
 
     @property
     def joined_share(self) -> float:
@@ -325,13 +331,15 @@ def measured_validation(result: Result, model: onnx.ModelProto | None, profile: 
     from a file (estimator/profile/), so both print through the same report."""
     plan = JOIN_PLANS[fusion]
     profile = [NodeTime(t.name, t.op, max(t.seconds - overhead_s, 0.0)) for t in profile]
-    matches, unjoined = join(result, profile, plan.name_map(model, executed))
+    name_map = plan.name_map(model, executed)
+    matches, unjoined = join(result, profile, name_map)
+    free, unjoined = split_free_views(result, model, unjoined, name_map)  # truth/free_views.py
     notes = []
     if ep != "cpu" and not source:
         notes.append(f"--ep {ep}: per-node times are the host side of each node (launches are asynchronous); "
                      f"the end-to-end time is real")
     return Validation(result, ep, plan.level, list(wall_s), profile, profile_runs, overhead_s, matches,
-                      unjoined, notes, source)
+                      unjoined, notes, free, source)
 
 
 def validate_model(model: onnx.ModelProto, hw, dims: Mapping[str, int], *, graph=None, fusion: str = "none",
