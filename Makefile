@@ -1,7 +1,7 @@
 # The two commands the README opens with. Both create .venv inside the repo and install from
 # pyproject.toml on first use (re-installing when pyproject.toml changes). The demo installs only what
 # the default `estimate` needs (the core and onnxruntime: no torch); the tests add the extras (torch,
-# transformers, torch-mlir, pytest, ruff). A venv installed for the tests serves the demo as it is.
+# transformers, torch-mlir, pytest, ruff, ncu-report). A venv installed for the tests serves the demo as it is.
 VENV := .venv
 PY := $(VENV)/bin/python
 DEMO_STAMP := $(VENV)/.installed-demo
@@ -19,7 +19,7 @@ $(DEMO_STAMP): pyproject.toml | $(PY)
 	else echo "$(PY) -m pip install -q -e '.[ort]'"; $(PY) -m pip install -q -e '.[ort]' && touch $@; fi
 
 $(TEST_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e '.[dev,torch,mlir]'
+	$(PY) -m pip install -q -e '.[dev,torch,mlir,nsight]'
 	touch $@ $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
@@ -39,7 +39,7 @@ bench: $(DEMO_STAMP)
 CHROMIUM ?= $(shell command -v chromium || command -v chromium-browser || echo chromium)
 CHROMIUM_FLAGS := --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
 	--disable-background-networking --disable-component-update --disable-sync --hide-scrollbars
-report: $(STAMP)
+report: $(DEMO_STAMP)
 	$(VENV)/bin/estimate --model llama-3-8b --arch blackwell --precision bf16 --recommend \
 		--sweep seq=512:32768:x2 --report report.html --trace trace.json > /dev/null
 	tmp=$$(mktemp -d) && $(CHROMIUM) $(CHROMIUM_FLAGS) --user-data-dir=$$tmp --window-size=1366,3000 \
