@@ -33,6 +33,7 @@ in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,13 +112,19 @@ class Choice:
         return label
 
 
+def _data_bytes(size: float) -> float:
+    """An operand's element size without its block-scale share: the power of two at or below `size`."""
+    return 2.0 ** math.floor(math.log2(size))
+
+
 def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes: float,
               c_bytes: float) -> tuple[int, int, int] | None:
     """(ctas_per_sm, stages, tile_k) of `tile` for these operand sizes, or None when even `min_stages`
     stages do not fit in shared memory (or its accumulator not in TMEM). tile_k = k_bytes / operand
     bytes (bf16: 64, fp8: 128). Accumulators bound the CTAs: registers (`accumulator_bytes_per_sm` of
     fp32), or on a tcgen05 family TMEM columns (estimator/tiling/tmem.py)."""
-    tile_k = max(8, int(menu.gemm_k_bytes / max(a_bytes, b_bytes)))
+    # K per stage counts the data, not its block scales (NVFP4: 0.5 + 1/16 B is 256 elements per 128 B)
+    tile_k = max(8, int(menu.gemm_k_bytes / _data_bytes(max(a_bytes, b_bytes))))
     # a tile spanning `sms` SMs (Blackwell CTA pair) keeps 1/sms of its operands and accumulator per SM
     stage = (tile.m * a_bytes + tile.n * b_bytes) * tile_k / tile.sms
     epilogue = min(tile.m * tile.n * c_bytes / tile.sms, menu.epilogue_smem_bytes)
