@@ -49,7 +49,7 @@ GROUPS = ("tensor_flops_per_s", "cuda_flops_per_s", "efficiency")
 TOP_LEVEL_KEYS = frozenset({"schema_version", "name", "display_name", "family", "compute_capability",
                             *SCALAR_FIGURES, *GROUPS})
 # Optional top-level figures (absent: the features that need them are off for that descriptor).
-OPTIONAL_FIGURES = ("l2_bytes_per_s",)
+OPTIONAL_FIGURES = ("l2_bytes_per_s", "l2_partitions", "l2_cross_partition_bytes_per_s")
 # Optional top-level group: per kernel class (a kernel kind such as "movement", or an op type such as
 # "Where"), Hockney's model on the roofline replaces the per-unit efficiencies in the estimate:
 #   estimate_s = bound_s / roofline + op_overhead_s
@@ -89,6 +89,9 @@ class HardwareDescriptor:
     low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
     path: str
     l2_bytes_per_s: float | None = None  # peak L2 read bandwidth; None where the file gives none
+    # a two-die L2 (B200/GB200/B300): partitions and the link between them (estimator/tiling/l2.py)
+    l2_partitions: int | None = None
+    l2_cross_partition_bytes_per_s: float | None = None
     # class -> {"roofline": fraction, "op_overhead_s": seconds (absent: 0)}; empty where the file gives none
     kernel_classes: Mapping[str, Mapping[str, float]] = field(default_factory=lambda: MappingProxyType({}))
     # links between GPUs and the fitted collective constants (hwdesc/interconnect.py); None where absent
@@ -245,9 +248,22 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
         low_confidence=frozenset(v.low),
         path=path,
         l2_bytes_per_s=optional.get("l2_bytes_per_s"),
+        l2_partitions=_partitions(v, optional),
+        l2_cross_partition_bytes_per_s=optional.get("l2_cross_partition_bytes_per_s"),
         kernel_classes=MappingProxyType(classes),
         interconnect=parse_interconnect(v.fail, raw[INTERCONNECT]) if INTERCONNECT in raw else None,
     )
+
+
+def _partitions(v: _Validator, optional: dict) -> int | None:
+    n = optional.get("l2_partitions")
+    if n is None:
+        return None
+    if n != int(n) or n < 1:
+        raise v.fail("l2_partitions.value", f"must be a positive integer, got {n!r}")
+    if n > 1 and "l2_cross_partition_bytes_per_s" not in optional:
+        raise v.fail("l2_cross_partition_bytes_per_s", "missing (needed with l2_partitions > 1)")
+    return int(n)
 
 
 def _kernel_classes(v: _Validator, node: Any) -> dict[str, Mapping[str, float]]:

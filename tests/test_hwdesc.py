@@ -68,8 +68,9 @@ def test_bundled_file_loads_and_passes_schema(arch):
     assert hw.l2_bytes_per_s is not None  # the tile model's L2 bandwidth
     assert "bf16" in hw.tensor_flops_per_s  # every bundled GPU has BF16 tensor cores
     # every figure has a source: 8 scalars + l2_bytes_per_s + the tensor dtypes + 3 CUDA dtypes + every
-    # efficiency entry
-    assert len(hw.sources) == 8 + 1 + len(hw.tensor_flops_per_s) + 3 + len(hw.efficiency)
+    # efficiency entry (+ l2_partitions and the link between them on the two-die Blackwells)
+    two_die = 2 if hw.l2_partitions else 0
+    assert len(hw.sources) == 8 + 1 + len(hw.tensor_flops_per_s) + 3 + len(hw.efficiency) + two_die
     assert hw.low_confidence <= set(hw.sources)
 
 

@@ -14,6 +14,14 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
                                                                       a cluster multicasts a shared one)
     estimate   = launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s when s > 1]
 
+Blackwell (sm_100, hwdesc/tiles/blackwell.yaml) adds three mechanisms, all data in its menu: tiles over
+a CTA pair (`sms: 2`, 2-CTA tcgen05 with M = 256: each SM holds half of A and of the accumulator, the
+pair is one slot); TMEM columns bounding a tile and its co-resident CTAs (estimator/tiling/tmem.py);
+and a persistent scheduler (`scheduler: persistent`: one CTA per slot pulling tiles from a queue, as
+cluster launch control runs it), which besides every split-K offers the stream-K tail (`_stream_k`):
+the last wave's leftover tiles spread by K over every slot instead of leaving slots idle. Hopper,
+Ampere and sm_120 menus keep `waves` (the formula above, as fitted on the H100 tables).
+
 `mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
 fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
 few CTAs slow although the machine's bandwidth is idle, and split-K the cure. Swap-AB (putting the
@@ -25,10 +33,12 @@ in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from estimator.tiling import symmath as sm
+from estimator.tiling import tmem as tmem_model
 from estimator.tiling.menu import FamilyMenu, GemmTile
 
 FP32_BYTES = 4  # split-K partial sums are fp32
@@ -86,6 +96,7 @@ class Choice:
     l2_bytes: Any
     time: Any
     tile_k_elems: int = 64
+    stream_k: bool = False  # persistent scheduler: the last wave's tiles spread over every slot
 
     @property
     def name(self) -> str:
@@ -96,20 +107,33 @@ class Choice:
             label += " swapAB"
         if self.split > 1:
             label += f" splitK{self.split}"
+        if self.stream_k:
+            label += " streamK"
         return label
+
+
+def _data_bytes(size: float) -> float:
+    """An operand's element size without its block-scale share: the power of two at or below `size`."""
+    return 2.0 ** math.floor(math.log2(size))
 
 
 def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes: float,
               c_bytes: float) -> tuple[int, int, int] | None:
     """(ctas_per_sm, stages, tile_k) of `tile` for these operand sizes, or None when even `min_stages`
-    stages do not fit in shared memory. tile_k = k_bytes / operand bytes (bf16: 64, fp8: 128)."""
-    tile_k = max(8, int(menu.gemm_k_bytes / max(a_bytes, b_bytes)))
+    stages do not fit in shared memory (or its accumulator not in TMEM). tile_k = k_bytes / operand
+    bytes (bf16: 64, fp8: 128). Accumulators bound the CTAs: registers (`accumulator_bytes_per_sm` of
+    fp32), or on a tcgen05 family TMEM columns (estimator/tiling/tmem.py)."""
+    # K per stage counts the data, not its block scales (NVFP4: 0.5 + 1/16 B is 256 elements per 128 B)
+    tile_k = max(8, int(menu.gemm_k_bytes / _data_bytes(max(a_bytes, b_bytes))))
     # a tile spanning `sms` SMs (Blackwell CTA pair) keeps 1/sms of its operands and accumulator per SM
     stage = (tile.m * a_bytes + tile.n * b_bytes) * tile_k / tile.sms
     epilogue = min(tile.m * tile.n * c_bytes / tile.sms, menu.epilogue_smem_bytes)
     smem = hw.smem_bytes_per_sm - menu.smem_reserved_bytes
     by_smem = int(smem // (menu.min_stages * stage + epilogue))
-    by_regs = int(menu.accumulator_bytes_per_sm // (tile.m * tile.n * FP32_BYTES / tile.sms))
+    if menu.tmem is not None:
+        by_regs = tmem_model.ctas_per_sm(tile, menu.tmem)
+    else:
+        by_regs = int(menu.accumulator_bytes_per_sm // (tile.m * tile.n * FP32_BYTES / tile.sms))
     ctas = min(tile.max_ctas_per_sm, by_smem, by_regs)
     if ctas < 1:
         return None
@@ -195,10 +219,37 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
                   t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
 
 
-def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu, hw: Hw) -> Choice | None:
+def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
+    """A persistent kernel (one CTA per slot, tiles from a queue) whose last, partial wave is spread over
+    every slot by K (CUTLASS's sm100 stream-K scheduler): full waves run data-parallel, then each slot
+    takes ceil(tail * k_steps / slots) k-steps of the `tail` leftover tiles, and the partial sums of the
+    tail are fixed up (fp32 partials written and read back by up to one CTA per slot, and `split_k_s`).
+    With no tail it is the plain kernel (tail = 0: no fixup), which the selection then prefers as
+    listed first. Everything is exact integer arithmetic on numbers, arrays or sympy expressions."""
+    eff = hw.eff
+    full = sm.floor(o.tiles / o.slots)
+    tail = o.tiles - full * o.slots
+    has_tail = sm.minimum(1, tail)  # 1 when a partial wave is left, else 0 (tail is an integer >= 0)
+    tail_steps = sm.ceil(tail * o.k_steps / o.slots)
+    rows, cols = (o.tile.n, o.tile.m) if o.swap else (o.tile.m, o.tile.n)
+    partials = 2 * sm.minimum(o.slots, tail * o.k_steps) * rows * cols * FP32_BYTES
+    dram_extra = o.dram_extra + partials
+    t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
+    t_dram = (g.dram_bytes + dram_extra) / (hw.dram_bytes_per_s * eff["dram"])
+    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
+    waves = full + has_tail
+    busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
+    return Choice(o.tile, o.swap, 1, o.cpsm, o.stages, o.tiles, o.tiles, waves, busy, t_compute,
+                  t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k, stream_k=True)
+
+
+def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu, hw: Hw,
+               stream_k: bool = False) -> Choice | None:
     """One candidate's time (see the module docstring); None when the tile does not fit."""
     o = _oriented(g, tile, swap, menu, hw)
-    return None if o is None else _split(g, o, split, hw)
+    if o is None:
+        return None
+    return _stream_k(g, o, hw) if stream_k else _split(g, o, split, hw)
 
 
 def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
@@ -210,4 +261,6 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
             o = _oriented(g, tile, swap, menu, hw)
             if o is not None:
                 out += [_split(g, o, split, hw) for split in menu.split_k]
+                if menu.scheduler == "persistent":
+                    out.append(_stream_k(g, o, hw))
     return out

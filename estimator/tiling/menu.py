@@ -28,6 +28,19 @@ class GemmTile:
 
 
 @dataclass(frozen=True)
+class Tmem:
+    """Tensor memory per SM (tcgen05 families only; estimator/tiling/tmem.py)."""
+
+    lanes: int  # rows of 32-bit cells (the accumulator's M per SM)
+    columns: int  # 32-bit columns (an fp32 accumulator of N columns takes N)
+    min_alloc_columns: int  # tcgen05.alloc's smallest allocation (a power of two)
+    accumulator_buffers: int  # accumulators a persistent CTA keeps (epilogue under the next mainloop)
+
+
+SCHEDULERS = ("waves", "persistent")
+
+
+@dataclass(frozen=True)
 class AttentionTile:
     q: int  # query rows per CTA
     kv: int  # keys per inner step
@@ -65,6 +78,10 @@ class FamilyMenu:
     decode_ctas_per_sm: int  # co-resident decode CTAs (the CUDA-core kernel; the MMA one by smem)
     decode_max_group: int  # largest query group the MMA decode kernel takes; past it, per-head CTAs
     block_scales: dict  # dtype -> {"block": elements per scale, "bytes": bytes per scale}
+    tmem: Tmem | None = None  # tcgen05 tensor memory (None: accumulators in registers)
+    # "waves": CTAs launched in waves, as fitted on Hopper; "persistent": one CTA per slot taking tiles
+    # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
+    scheduler: str = "waves"
 
 
 def menus_dir() -> Path:
@@ -113,6 +130,31 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
     return tuple(out)
 
 
+def _tmem(raw: Any, where: str) -> Tmem | None:
+    if raw is None:
+        return None
+    keys = ("lanes", "columns", "min_alloc_columns", "accumulator_buffers")
+    if not isinstance(raw, dict) or set(raw) - {*keys, "source"} or not set(keys) <= set(raw):
+        raise HwdescError(f"{where}: keys {', '.join(keys)}, source")
+    if not isinstance(raw.get("source"), str) or not raw["source"].strip():
+        raise HwdescError(f"{where}.source: every figure needs a non-empty `source` string")
+    return Tmem(*(_positive_int(raw[k], f"{where}.{k}") for k in keys))
+
+
+def _scheduler(gemm: dict, where: str, tmem: Tmem | None, tiles: tuple[GemmTile, ...]) -> str:
+    kind = gemm.get("scheduler", "waves")
+    if kind not in SCHEDULERS:
+        raise HwdescError(f"{where}.scheduler: one of {', '.join(SCHEDULERS)}, got {kind!r}")
+    if kind != "waves" and not str(gemm.get("scheduler_source") or "").strip():
+        raise HwdescError(f"{where}.scheduler_source: a `{kind}` scheduler needs its source")
+    # a tile over a CTA pair is a 2-SM tcgen05 MMA: it needs tensor memory (sm_100), never sm_90 / sm_120
+    pair = next((t for t in tiles if t.sms > 1), None)
+    if pair is not None and tmem is None:
+        raise HwdescError(f"{where}.tiles: {pair.m}x{pair.n} spans {pair.sms} SMs (a 2-CTA tcgen05 tile), "
+                          f"which needs `tmem`")
+    return kind
+
+
 def parse(raw: Any, path: str) -> FamilyMenu:
     if not isinstance(raw, dict):
         raise HwdescError(f"{path}: must be a mapping")
@@ -120,6 +162,9 @@ def parse(raw: Any, path: str) -> FamilyMenu:
     attn = _need(raw, "attention", path)
     where = f"{path}: gemm"
     split_k = tuple(_positive_int(s, f"{where}.split_k") for s in _need(gemm, "split_k", where))
+    tiles = _tiles(_need(gemm, "tiles", where), GemmTile,
+                   ("m", "n", "max_ctas_per_sm", "sms", "cluster_m", "cluster_n"), f"{where}.tiles")
+    tmem = _tmem(gemm.get("tmem"), f"{where}.tmem")
     return FamilyMenu(
         family=str(_need(raw, "family", path)),
         mma=str(_need(raw, "mma", path)),
@@ -131,8 +176,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         accumulator_bytes_per_sm=_positive_int(_need(gemm, "accumulator_bytes_per_sm", where),
                                                f"{where}.accumulator_bytes_per_sm"),
         split_k=split_k,
-        gemm_tiles=_tiles(_need(gemm, "tiles", where), GemmTile,
-                          ("m", "n", "max_ctas_per_sm", "sms", "cluster_m", "cluster_n"), f"{where}.tiles"),
+        gemm_tiles=tiles,
         attention_tiles=_tiles(_need(attn, "tiles", f"{path}: attention"), AttentionTile,
                                ("q", "kv", "max_head_dim", "max_ctas_per_sm"), f"{path}: attention.tiles"),
         decode_kv=_positive_int(_need(attn, "decode_kv", f"{path}: attention"), "attention.decode_kv"),
@@ -144,6 +188,8 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         decode_max_group=_positive_int(_need(attn, "decode_max_group", f"{path}: attention"),
                                        "attention.decode_max_group"),
         block_scales=dict(raw.get("block_scales") or {}),
+        tmem=tmem,
+        scheduler=_scheduler(gemm, where, tmem, tiles),
     )
 
 

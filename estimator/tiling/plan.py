@@ -33,6 +33,7 @@ from estimator.ir import Graph
 from estimator.tiling import attention as attn_model
 from estimator.tiling import gemm as gemm_model
 from estimator.tiling import symmath as sm
+from estimator.tiling.l2 import effective_l2_bytes_per_s
 from estimator.tiling.menu import FamilyMenu, menu_for
 from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel
 from estimator.tiling.residency import Residency, residency
@@ -78,7 +79,8 @@ def tiling_supported(hw: HardwareDescriptor) -> bool:
 
 
 def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
-    return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, hw.l2_bytes_per_s, hw.l2_bytes,
+    # a two-die L2 is seen through its cross-partition link (estimator/tiling/l2.py)
+    return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, effective_l2_bytes_per_s(hw), hw.l2_bytes,
                          hw.smem_bytes_per_sm, dict(hw.efficiency))
 
 
@@ -230,7 +232,8 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
         g = replace(g, peak=compiled.peak_flops_per_s)
     try:
         best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
-                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp))
+                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp,
+                                                          c.stream_k))
     except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
         return None
     if best is None:
@@ -358,7 +361,7 @@ def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescrip
     times = [f / (unit_peak(hw, u, d) * eff[CUDA if u == ALU else u]) for (u, d), f in flops.items()]
     compute = sm.maximum(*times) if len(times) > 1 else (times[0] if times else 0)
     dram = (dram_bytes - resident) / (hw.dram_bytes_per_s * eff["dram"])
-    l2 = dram_bytes / (hw.l2_bytes_per_s * eff["l2"])
+    l2 = dram_bytes / (effective_l2_bytes_per_s(hw) * eff["l2"])
     memory = sm.maximum(dram, l2)
     fixed = eff["launch_s"] + eff["mem_latency_s"]
     return compute, memory, fixed, fixed + sm.maximum(compute, memory)
