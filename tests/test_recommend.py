@@ -231,10 +231,7 @@ def test_split_kv_decode_attention_at_batch_1():
 def test_cuda_graphs_only_with_a_serving_summary():
     ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127})
     assert considered(ctx, ["cuda-graphs"]) == []  # no --serve: no eager-launch figure to compare
-    ctx.serve = {"eager_step_s": 400e-6, "graph_step_s": 150e-6}
-    (rec,) = considered(ctx, ["cuda-graphs"])
-    assert rec.gain_s == 400e-6 - 150e-6  # the two step times the serving mode priced
-    assert rec.evidence["kernels"] == len(ctx.base.kernels)
+    # with --serve: tests/test_seams_serve.py (the step priced eager and captured by the serving code)
 
 
 def test_only_the_best_other_gpu_is_shown():

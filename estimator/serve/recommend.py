@@ -25,6 +25,7 @@ from estimator.report.recommend import Context, Recommendation, recommender
 
 TP_CHOICES = (1, 2, 4, 8)
 MAX_CONCURRENCY = 1024
+REL = 1e-9  # a what-if must beat the base by more than float rounding (equal points are not a gain)
 
 
 def _rec(action: str, flags, base: float, new: float, reason: str, evidence, metric: str) -> Recommendation:
@@ -112,7 +113,7 @@ def more_throughput(ctx: Context) -> list[Recommendation]:
         return []
     r = sv.result
     ok = [(tp, c, a) for tp, c, a in _points(sv)
-          if a.tpot_s <= r.tpot_s and a.tokens_per_s_per_gpu > r.tokens_per_s_per_gpu]
+          if a.tpot_s <= r.tpot_s and a.tokens_per_s_per_gpu > r.tokens_per_s_per_gpu * (1 + REL)]
     out = []
     for tp, c, a in _best_per_tp(ok, lambda a: -a.tokens_per_s_per_gpu):
         reason = (f"tp {tp} at concurrency {c}: {a.tokens_per_s_per_gpu:,.0f} tokens/s/GPU instead of "
@@ -132,7 +133,7 @@ def lower_tpot(ctx: Context) -> list[Recommendation]:
         return []
     r = sv.result
     ok = [(tp, c, a) for tp, c, a in _points(sv)
-          if a.tokens_per_s_per_gpu >= r.tokens_per_s_per_gpu and a.tpot_s < r.tpot_s]
+          if a.tokens_per_s_per_gpu >= r.tokens_per_s_per_gpu * (1 - REL) and a.tpot_s < r.tpot_s * (1 - REL)]
     out = []
     for tp, c, a in _best_per_tp(ok, lambda a: a.tpot_s):
         reason = (f"tp {tp} at concurrency {c}: TPOT {_ms(a.tpot_s)} instead of {_ms(r.tpot_s)} at "
