@@ -87,7 +87,8 @@ def test_recommend_needs_a_model_and_a_good_threshold(run, capsys):
     path, model = run
     code, _, err = cli(capsys, "profile", path, "--recommend")
     assert_one_error_line(code, err, "give --model")
-    code, _, err = cli(capsys, "profile", path, "--model", model, "--recommend", "--recommend-threshold", "-1")
+    code, _, err = cli(capsys, "profile", path, "--model", model, "--recommend",
+                       "--recommend-threshold", "-1")
     assert_one_error_line(code, err, "must be >= 0")
     code, _, err = cli(capsys, "profile", path, "--model", model, "--report", "x.txt")
     assert_one_error_line(code, err, "ending in .html")
