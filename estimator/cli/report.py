@@ -13,6 +13,12 @@ self-contained HTML page (estimator/report/html.py; with --sweep it carries the 
 --roofline-plot / --breakdown-plot write those figures (estimator/report/figures.py, the
 report's own) as PNG/SVG/PDF. Every dim must be bound (--dim, or a bundled
 model's defaults).
+
+With --tp N (alone or with one --serve point) the serving mode (estimator/cli/serve.py) hands its sharded
+graph over through context() / recommendations() / write_outputs(): the base is then one GPU's sharded
+step (with --serve, the decode step at the served batch and mean context), `Context.serve` the Serving
+what-ifs (estimator/serve/whatif.py) for the serving recommenders, the report carries the serving
+summary (estimator/report/serving.py) and the trace one process per GPU.
 """
 
 from __future__ import annotations

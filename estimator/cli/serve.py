@@ -8,7 +8,8 @@
     estimate model.onnx --tp 2 --explain          (one GPU's sharded graph, its kernel table)
 
 --tp alone prices one GPU's sharded graph (passes/shard_tp.py) like a plain run; --serve / --memory
-need a bundled decoder (its prefill and decode graphs), see estimator/serve/.
+need a bundled decoder (its prefill and decode graphs), see estimator/serve/. --recommend, --report and
+--trace (estimator/cli/report.py) work on --tp alone and on one --serve point (not on a sweep).
 """
 
 from __future__ import annotations
