@@ -173,9 +173,24 @@ def test_serve_throughput_picks_the_best_point_within_the_tpot_target():
 def test_serving_report_flags_that_do_not_combine(capsys):
     code, _, err = cli(capsys, "--model", "llama-tiny", "--memory", "--recommend")
     assert_one_error_line(code, err, "need --serve")
-    code, _, err = cli(capsys, *SERVE, "--sweep", "concurrency=1,2", "--report", "x.html")
-    assert_one_error_line(code, err, "one serving point")
+    code, _, err = cli(capsys, *SERVE, "--sweep", "concurrency=1,2", "--recommend")
+    assert_one_error_line(code, err, "--sweep goes with --report")
     code, _, err = cli(capsys, *SERVE, "--recommend-threshold", "5")
     assert_one_error_line(code, err, "need --recommend")
     code, _, err = cli(capsys, *SERVE, "--report", "x.txt")
     assert_one_error_line(code, err, "ending in .html")
+
+
+def test_report_with_a_concurrency_sweep_carries_the_pareto_plot(capsys, tmp_path):
+    page = tmp_path / "r.html"
+    code, out, err = cli(capsys, "--model", "llama-tiny", "--tp", "1,2", "--serve",
+                         "isl=64,osl=8,concurrency=4", "--roofline", "--sweep", "concurrency=1,2,4",
+                         "--report", str(page), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["parallel"]["tp"] == 1 and doc["serve"]["concurrency"] == 4  # the point: the first --tp
+    html = page.read_text()
+    sweep = html[html.index('<section id="sweep">'):]
+    sweep = sweep[:sweep.index("</section>")]
+    assert "<svg" in sweep and 'id="tp:1"' in sweep and 'id="tp:2"' in sweep  # one line per TP
+    assert '<section id="serve">' in html

@@ -180,18 +180,32 @@ def _deploy(args: argparse.Namespace, tps: list[int]) -> int:
         raise UsageError("--recommend/--report/--trace with --memory need --serve isl=I,osl=O,concurrency=C")
     work = _workload(args)
     sweep = _concurrency_sweep(args)
-    if sweep is not None:
-        if args.report_wanted:
-            raise UsageError("--recommend/--report/--trace take one serving point: drop --sweep "
-                             "concurrency=... (the serving recommenders search TP and concurrency)")
+    if sweep is not None and not args.report_wanted:
         return _sweep(args, tps, work, sweep)
-    if len(tps) > 1:
+    if sweep is not None and not args.report:
+        raise UsageError("--sweep concurrency=... goes with --report (its Pareto plot is a section of the "
+                         "page); --recommend/--trace alone take one --serve point")
+    if len(tps) > 1 and sweep is None:
         raise UsageError("a comma list in --tp needs --sweep concurrency=...")
-    tp = tps[0]
+    tp = tps[0]  # with a sweep in the report: the --serve point on the first --tp
     opts = _options(args, tp)
     dep = Deployment.build(args.model_name, opts)
     result = dep.serve(work) if args.serve else None
+    args.pareto_svg = _pareto_svg(args, tps, work, sweep) if sweep is not None else None
     return _print_point(args, dep, work, result)
+
+
+def _pareto_svg(args, tps: list[int], work, concurrencies: list[int]) -> str:
+    """The TP x concurrency sweep's Pareto plot as SVG, for the report's sweep section."""
+    from dataclasses import replace
+
+    from estimator.report.figures import to_svg
+    from estimator.serve.summary import pareto_figure
+    from estimator.serve.sweep import sweep_deployments
+
+    rows = sweep_deployments(args.model_name, [_options(args, tp) for tp in tps],
+                             [replace(work, concurrency=c) for c in concurrencies])
+    return to_svg(pareto_figure(rows, f"{args.model_name} on {args.arch}, isl {work.isl}, osl {work.osl}"))
 
 
 def _print_point(args, dep, work, result) -> int:
@@ -275,7 +289,8 @@ def _write_outputs(args, rep, recs, found, work, result) -> None:
 
     title = (f"serving {args.model_name} on {rep.serve.tp} x {rep.hw.name}: decode step at batch "
              f"{result.decode.batch}, past_seq {work.isl + work.osl // 2} (one GPU of {rep.serve.tp})")
-    report_mode.write_outputs(args, rep, recs, found, gpus=rep.serve.tp, title=title)
+    report_mode.write_outputs(args, rep, recs, found, gpus=rep.serve.tp, title=title,
+                              sweep=getattr(args, "pareto_svg", None))
 
 
 def _report_context(args, dep, work, result):
