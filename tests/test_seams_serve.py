@@ -5,11 +5,13 @@ code (estimator/serve/serving.py) with its gain the exact difference of the two 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from cdp import Browser, find_chromium
 from cliutil import assert_one_error_line, cli
 
 import hwdesc
@@ -194,3 +196,17 @@ def test_report_with_a_concurrency_sweep_carries_the_pareto_plot(capsys, tmp_pat
     sweep = sweep[:sweep.index("</section>")]
     assert "<svg" in sweep and 'id="tp:1"' in sweep and 'id="tp:2"' in sweep  # one line per TP
     assert '<section id="serve">' in html
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))  # the Pareto SVG shares no id with the roofline's or the breakdown's
+    refs = re.findall(r'\b(?:src|href)\s*=\s*"([^"]*)"', html) + re.findall(r"url\(([^)]*)\)", html)
+    assert all(r.startswith("#") for r in refs)  # nothing fetched
+    exe = find_chromium()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("no chromium under CI: .ci/run installs it (apt-get install -y chromium)")
+        pytest.skip("no chromium installed (apt-get install -y chromium); CI never skips this")
+    with Browser(exe) as b:
+        b.open(page.as_uri())
+        assert b.errors() == [] and b.requests() == [page.as_uri()]
+        assert b.eval("document.querySelectorAll('#serve tr').length") == len(
+            re.findall(r"<tr>", html[html.index('<section id="serve">'):].split("</section>")[0]))
