@@ -65,7 +65,7 @@ def main() -> int:
 
     ctx = timed("estimate (sharded decode step, full depth)", base, rows)
     after = len(rows)
-    svg = timed("report: Pareto sweep + SVG", lambda: serve_mode._pareto_svg(args, tps, work, sweep),  # noqa: SLF001
+    svg = timed("report: Pareto sweep + SVG", lambda: serve_mode._pareto_svg(args, tps, work, sweep, dep),  # noqa: SLF001
                 rows)
     from passes import STRATEGIES
 

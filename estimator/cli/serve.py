@@ -191,20 +191,23 @@ def _deploy(args: argparse.Namespace, tps: list[int]) -> int:
     opts = _options(args, tp)
     dep = Deployment.build(args.model_name, opts)
     result = dep.serve(work) if args.serve else None
-    args.pareto_svg = _pareto_svg(args, tps, work, sweep) if sweep is not None else None
+    args.pareto_svg = _pareto_svg(args, tps, work, sweep, dep) if sweep is not None else None
     return _print_point(args, dep, work, result)
 
 
-def _pareto_svg(args, tps: list[int], work, concurrencies: list[int]) -> str:
-    """The TP x concurrency sweep's Pareto plot as SVG, for the report's sweep section."""
+def _pareto_svg(args, tps: list[int], work, concurrencies: list[int], point) -> str:
+    """The TP x concurrency sweep's Pareto plot as SVG, for the report's sweep section (the point's
+    Deployment serves its own TP's row; the others are built as serve/sweep.py builds them)."""
     from dataclasses import replace
 
     from estimator.report.figures import to_svg
+    from estimator.serve.deploy import Deployment
     from estimator.serve.summary import pareto_figure
-    from estimator.serve.sweep import sweep_deployments
 
-    rows = sweep_deployments(args.model_name, [_options(args, tp) for tp in tps],
-                             [replace(work, concurrency=c) for c in concurrencies])
+    rows = []
+    for tp in tps:
+        dep = point if tp == point.opts.tp else Deployment.build(args.model_name, _options(args, tp))
+        rows.extend((tp, dep.serve(replace(work, concurrency=c))) for c in concurrencies)
     return to_svg(pareto_figure(rows, f"{args.model_name} on {args.arch}, isl {work.isl}, osl {work.osl}"))
 
 
