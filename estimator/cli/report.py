@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="re-estimate what-ifs (fusion, precision, GPU, kernel shapes) and rank them by gain")
     g.add_argument("--recommend-only", metavar="NAMES",
                    help="run only these recommenders (comma list: fusion, precision, gpu, kv-cache, "
-                        "cuda-graphs, tile-quantization, split-kv, fusion-kernels, profile)")
+                        "tile-quantization, split-kv, fusion-kernels, profile; with --serve also "
+                        "cuda-graphs, serve-throughput, serve-latency)")
     g.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
                    help="hide recommendations saving less than PCT%% of the total estimate (default 2)")
     g.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
