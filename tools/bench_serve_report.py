@@ -40,6 +40,7 @@ def main() -> int:
     a = ap.parse_args()
     from estimator.cli import report as report_mode
     from estimator.cli import serve as serve_mode
+    from estimator.cli import serve_report
     from estimator.cli.main import build_parser
     from estimator.serve.deploy import Deployment
     from estimator.serve.whatif import Serving
@@ -58,14 +59,14 @@ def main() -> int:
     result = timed("serving point", lambda: dep.serve(work), rows)
 
     def base():
-        return report_mode.context(args, serve_mode._decode_graph(args, dep),  # noqa: SLF001
-                                   serve_mode._decode_dims(work, result),  # noqa: SLF001
+        return report_mode.context(args, serve_report.decode_graph(args, dep),
+                                   serve_report.decode_dims(work, result),
                                    opts.hw, framework=opts.framework.name if opts.framework.custom_allreduce
                                    else None, serve=Serving(a.model, opts, work, dep, result))
 
     ctx = timed("estimate (sharded decode step, full depth)", base, rows)
     after = len(rows)
-    svg = timed("report: Pareto sweep + SVG", lambda: serve_mode._pareto_svg(args, tps, work, sweep, dep),  # noqa: SLF001
+    svg = timed("report: Pareto sweep + SVG", lambda: serve_report.pareto_svg(args, tps, work, sweep, dep),
                 rows)
     from passes import STRATEGIES
 

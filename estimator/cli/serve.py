@@ -191,24 +191,11 @@ def _deploy(args: argparse.Namespace, tps: list[int]) -> int:
     opts = _options(args, tp)
     dep = Deployment.build(args.model_name, opts)
     result = dep.serve(work) if args.serve else None
-    args.pareto_svg = _pareto_svg(args, tps, work, sweep, dep) if sweep is not None else None
+    if sweep is not None:
+        from estimator.cli.serve_report import pareto_svg
+
+        args.pareto_svg = pareto_svg(args, tps, work, sweep, dep)
     return _print_point(args, dep, work, result)
-
-
-def _pareto_svg(args, tps: list[int], work, concurrencies: list[int], point) -> str:
-    """The TP x concurrency sweep's Pareto plot as SVG, for the report's sweep section (the point's
-    Deployment serves its own TP's row; the others are built as serve/sweep.py builds them)."""
-    from dataclasses import replace
-
-    from estimator.report.figures import to_svg
-    from estimator.serve.deploy import Deployment
-    from estimator.serve.summary import pareto_figure
-
-    rows = []
-    for tp in tps:
-        dep = point if tp == point.opts.tp else Deployment.build(args.model_name, _options(args, tp))
-        rows.extend((tp, dep.serve(replace(work, concurrency=c))) for c in concurrencies)
-    return to_svg(pareto_figure(rows, f"{args.model_name} on {args.arch}, isl {work.isl}, osl {work.osl}"))
 
 
 def _print_point(args, dep, work, result) -> int:
@@ -225,7 +212,9 @@ def _print_point(args, dep, work, result) -> int:
             f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
             + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
         )
-    rep = _report_context(args, dep, work, result) if args.report_wanted else None
+    from estimator.cli import serve_report
+
+    rep = serve_report.context(args, dep, work, result) if args.report_wanted else None
     recs, found = (None, None)
     if rep is not None:
         from estimator.cli import report as report_mode
@@ -254,7 +243,7 @@ def _print_point(args, dep, work, result) -> int:
         if rep is not None:
             report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1, default=float))
-        _write_outputs(args, rep, recs, found, work, result)
+        serve_report.write_outputs(args, rep, recs, found, work, result)
         return 0
     title = (
         f"serving {args.model_name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
@@ -281,61 +270,21 @@ def _print_point(args, dep, work, result) -> int:
     if args.explain:
         print(f"sharding decisions (--tp {tp}):")
         print("\n".join(f"  {d}" for d in dep.steps.decisions) or "  none (tp 1)")
-    _write_outputs(args, rep, recs, found, work, result)
+    serve_report.write_outputs(args, rep, recs, found, work, result)
     return 0
-
-
-def _write_outputs(args, rep, recs, found, work, result) -> None:
-    if rep is None:
-        return
-    from estimator.cli import report as report_mode
-
-    title = (f"serving {args.model_name} on {rep.serve.tp} x {rep.hw.name}: decode step at batch "
-             f"{result.decode.batch}, past_seq {work.isl + work.osl // 2} (one GPU of {rep.serve.tp})")
-    report_mode.write_outputs(args, rep, recs, found, gpus=rep.serve.tp, title=title,
-                              sweep=getattr(args, "pareto_svg", None))
-
-
-def _report_context(args, dep, work, result):
-    """The recommenders' Context for --serve: its base the decode step of the table below the summary
-    (one GPU's sharded graph at the served batch and mean context), its `serve` the Serving what-ifs."""
-    from estimator.cli import report as report_mode
-    from estimator.errors import UserError
-    from estimator.serve.whatif import Serving
-
-    if not dep.memory.fits(work.isl, work.osl):
-        raise UserError(f"{args.model_name} does not fit on {dep.opts.tp} x {dep.opts.hw.name}: "
-                        "--recommend/--report/--trace need a deployment that fits (run --memory for the "
-                        "smallest TP that does)")
-    fw = dep.framework
-    serving = Serving(args.model_name, dep.opts, work, dep, result)
-    return report_mode.context(args, _decode_graph(args, dep), _decode_dims(work, result), dep.opts.hw,
-                               framework=fw.name if fw.custom_allreduce else None, serve=serving)
-
-
-def _decode_graph(args, dep):
-    import models
-    from estimator.frontends.onnx_import import import_model
-    from passes.shard_tp import shard_tp
-
-    name = args.model_name.removesuffix("-decode") + "-decode"
-    return shard_tp(import_model(models.build(name)), dep.opts.tp).graph
-
-
-def _decode_dims(work, result) -> dict[str, int]:
-    return {"batch": result.decode.batch, "past_seq": work.isl + work.osl // 2}
 
 
 def _decode_table(args, dep, work, result):
     """The full (unfolded) sharded decode step at the served batch and mean context, for the table."""
+    from estimator.cli import serve_report
     from estimator.estimate import estimate
 
     fw = dep.framework
     return estimate(
-        _decode_graph(args, dep),
+        serve_report.decode_graph(args, dep),
         dep.opts.hw,
         precision=args.precision,
-        dims=_decode_dims(work, result),
+        dims=serve_report.decode_dims(work, result),
         pipeline=dep.opts.pipeline,
         tiling=dep.opts.tiling,
         framework=fw.name if fw.custom_allreduce else None,
