@@ -135,6 +135,9 @@ def tiny(name: str, dims: dict, strategy: str = "tensorrt"):
     return Context(graph, H100, base, precision="bf16", dims=dims, pipeline=pipeline_for(strategy))
 
 
+# seam bug (issues 15 x 17): passes/kv_inplace.py refuses the append when the cache is fp8 and the new rows
+# bf16, so the fp8-KV what-if (and --serve --kv-precision fp8) prices a full copy of the cache per append
+# (at batch 64, past 4095: 16.8 MB instead of 8 kB); the fix belongs in kv_inplace and cost/kv_append.py
 def test_fp8_kv_cache_in_decode():
     ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127})
     (rec,) = considered(ctx, ["kv-cache"])
@@ -155,16 +158,17 @@ def test_fp8_kv_cache_in_decode():
 
 
 def test_kernels_another_strategy_fuses_launch_chain():
-    # from inductor (no attention/SwiGLU rules): tensorrt and max lower llama-tiny-decode alike since
-    # both append the KV cache in place, so max's extra rules show from a weaker strategy
-    ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127}, "inductor")
+    # NB: from the ort base (with tensorrt's, since the KV append in place of issue 17, max fuses no
+    # further launch-bound chain of llama-tiny's decode); inductor fuses the MatMul + Mul pairs
+    ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127}, "ort")
     recs = considered(ctx, ["fusion-kernels"])
-    chain = next(r for r in recs if r.evidence["trigger"] == "launch" and r.flags == ("--fusion", "max"))
+    chain = next(r for r in recs if r.evidence["trigger"] == "launch")
+    assert chain.flags == ("--fusion", "inductor") and chain.action == "fuse MatMul + Mul into one kernel"
     assert chain.evidence["occurrences"] == 2  # once per layer of llama-tiny's 2
     # gain: the base kernels' estimates minus the fused kernel's, from the two full estimates
-    base, alt = ctx.base, ctx.rerun(pipeline=STRATEGIES["max"])
+    base, alt = ctx.base, ctx.rerun(pipeline=STRATEGIES["inductor"])
     groups = findings._fused_groups(base, alt)
-    assert sum(g[1] for g in groups.values()) == pytest.approx(sum(r.gain_s for r in recs), rel=1e-12)
+    assert groups[("fuse-epilogue", ("MatMul", "Mul"))][1] == pytest.approx(chain.gain_s, rel=1e-12)
     assert all(r.gain_s > 0 for r in recs)
 
 
@@ -235,10 +239,7 @@ def test_split_kv_decode_attention_at_batch_1():
 def test_cuda_graphs_only_with_a_serving_summary():
     ctx = tiny("llama-tiny-decode", {"batch": 1, "past_seq": 127})
     assert considered(ctx, ["cuda-graphs"]) == []  # no --serve: no eager-launch figure to compare
-    ctx.serve = {"eager_step_s": 400e-6, "graph_step_s": 150e-6}
-    (rec,) = considered(ctx, ["cuda-graphs"])
-    assert rec.gain_s == 400e-6 - 150e-6  # the two step times the serving mode priced
-    assert rec.evidence["kernels"] == len(ctx.base.kernels)
+    # with --serve: tests/test_seams_serve.py (the step priced eager and captured by the serving code)
 
 
 def test_only_the_best_other_gpu_is_shown():

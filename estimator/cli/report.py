@@ -13,6 +13,12 @@ self-contained HTML page (estimator/report/html.py; with --sweep it carries the 
 --roofline-plot / --breakdown-plot write those figures (estimator/report/figures.py, the
 report's own) as PNG/SVG/PDF. Every dim must be bound (--dim, or a bundled
 model's defaults).
+
+With --tp N (alone or with one --serve point) the serving mode (estimator/cli/serve.py) hands its sharded
+graph over through context() / recommendations() / write_outputs(): the base is then one GPU's sharded
+step (with --serve, the decode step at the served batch and mean context), `Context.serve` the Serving
+what-ifs (estimator/serve/whatif.py) for the serving recommenders, the report carries the serving
+summary (estimator/report/serving.py) and the trace one process per GPU.
 """
 
 from __future__ import annotations
@@ -25,6 +31,10 @@ import sys
 from estimator.cli.main import UsageError, load_graph, parse_dims, pipeline_of
 from estimator.errors import UserError
 
+# the metric of a serving or measured recommendation, as the text output names it
+METRIC_NAMES = {"tpot_s": "TPOT", "ttft_s": "TTFT", "s_per_token_per_gpu": "GPU-s per token",
+                "measured_s": "measured"}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("findings and reports")
@@ -32,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="re-estimate what-ifs (fusion, precision, GPU, kernel shapes) and rank them by gain")
     g.add_argument("--recommend-only", metavar="NAMES",
                    help="run only these recommenders (comma list: fusion, precision, gpu, kv-cache, "
-                        "cuda-graphs, tile-quantization, split-kv, fusion-kernels, profile)")
+                        "tile-quantization, split-kv, fusion-kernels, profile; with --serve also "
+                        "cuda-graphs, serve-throughput, serve-latency)")
     g.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
                    help="hide recommendations saving less than PCT%% of the total estimate (default 2)")
     g.add_argument("--report", metavar="FILE.html", help="write a self-contained HTML report")
@@ -77,45 +88,79 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--recommend-threshold {args.recommend_threshold:g}: must be >= 0")
 
 
-def run(args: argparse.Namespace) -> int | None:
+def requested(args: argparse.Namespace) -> bool:
+    """Whether this mode's outputs are asked for (the flags checked); the serving mode asks too."""
     if not wanted(args):
         if args.recommend_threshold != 2.0 or args.recommend_only:
             raise UsageError("--recommend-threshold and --recommend-only need --recommend")
-        return None
+        return False
     _check(args)
+    return True
+
+
+def run(args: argparse.Namespace) -> int | None:
+    if not requested(args):
+        return None
     import hwdesc
-    from estimator.estimate import estimate
-    from estimator.report.recommend import Context, considered, shown
     from estimator.report.table import to_json, to_table
     from estimator.truth.host import resolve_arch
 
     hw = hwdesc.load(resolve_arch(args.arch))
     graph, dims = load_graph(args, parse_dims(args.dim))
-    pipeline = pipeline_of(args, hw.family)
-    ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline,
-                  tiling=not args.roofline, warm_inputs=args.warm_inputs)
-    result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline, strict=args.strict,
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
-                      after_pass=ctx.after_pass())
-    ctx.base, ctx.serve = result, _serve_summary(args, result)
-    threshold = args.recommend_threshold / 100
-    only = [n.strip() for n in args.recommend_only.split(",") if n.strip()] if args.recommend_only else None
-    found = considered(ctx, only) if args.recommend else None
-    recs = shown(found, ctx.total_s, threshold) if found is not None else None
+    ctx = context(args, graph, dims, hw)
+    recs, found = recommendations(args, ctx)
     if args.json:
-        doc = to_json(result)
-        if recs is not None:
-            doc["recommendations"] = [r.to_json() for r in recs]
-            doc["whatifs"] = [r.to_json() for r in found]
-        print(json.dumps(doc, indent=1))
+        print(json.dumps(add_json(to_json(ctx.base), recs, found), indent=1))
     else:
-        print(to_table(result, args.top))
+        print(to_table(ctx.base, args.top))
         if recs is not None:
-            print(format_recommendations(recs, found, ctx.total_s, threshold))
+            print(format_recommendations(recs, found, ctx.total_s, args.recommend_threshold / 100))
+    write_outputs(args, ctx, recs, found)
+    return 0
+
+
+def context(args: argparse.Namespace, graph, dims, hw, framework: str | None = None, serve=None):
+    """The recommenders' Context with its base estimated as the default mode does (the other modes that
+    hand their graph over, --tp and --serve, pass the serving framework for the collectives' pricing and
+    the Serving summary)."""
+    from estimator.estimate import estimate
+    from estimator.report.recommend import Context
+
+    ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
+                  tiling=not args.roofline, warm_inputs=args.warm_inputs, serve=serve, framework=framework)
+    ctx.base = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=ctx.pipeline,
+                        strict=args.strict, verify_each=args.verify_each, tiling=ctx.tiling,
+                        warm_inputs=args.warm_inputs, framework=framework, after_pass=ctx.after_pass())
+    return ctx
+
+
+def recommendations(args: argparse.Namespace, ctx):
+    """(shown, considered) under --recommend, else (None, None)."""
+    from estimator.report.recommend import considered, shown
+
+    if not args.recommend:
+        return None, None
+    only = [n.strip() for n in args.recommend_only.split(",") if n.strip()] if args.recommend_only else None
+    found = considered(ctx, only)
+    return shown(found, ctx.total_s, args.recommend_threshold / 100), found
+
+
+def add_json(doc: dict, recs, found) -> dict:
+    """`doc` with "recommendations" (the shown ones) and "whatifs" (every what-if) under --recommend."""
+    if recs is not None:
+        doc["recommendations"] = [r.to_json() for r in recs]
+        doc["whatifs"] = [r.to_json() for r in found]
+    return doc
+
+
+def write_outputs(args: argparse.Namespace, ctx, recs, found, gpus: int = 1, title: str | None = None,
+                  sweep: str | None = None) -> None:
+    """--trace (one process per GPU of `gpus`), --roofline-plot, --breakdown-plot and --report."""
+    result = ctx.base
     if args.trace:
         from estimator.report import trace
 
-        trace.write(result, args.trace)
+        trace.write(result, args.trace, gpus)
         print(f"trace written to {args.trace}", file=sys.stderr)
     from estimator.report import figures
     from estimator.study.plot import PlotError, save
@@ -129,14 +174,7 @@ def run(args: argparse.Namespace) -> int | None:
                 raise UserError(str(exc).replace("--plot", f"--{what}-plot", 1)) from None
             print(f"{what} written to {path}", file=sys.stderr)
     if args.report:
-        write_report(args, ctx, recs, threshold, found or ())
-    return 0
-
-
-def _serve_summary(args: argparse.Namespace, result):
-    """The serving summary for the report and the serving recommenders. NB: --serve comes with issue 17;
-    until then there is none. Its mode should return a flat mapping (quantity -> value) here."""
-    return None
+        write_report(args, ctx, recs, args.recommend_threshold / 100, found or (), title, sweep)
 
 
 def title_of(args: argparse.Namespace) -> str:
@@ -176,14 +214,22 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
     return to_svg(fig)
 
 
-def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=()) -> None:
+def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=(), title: str | None = None,
+                 sweep: str | None = None, measured=None) -> None:
+    """The HTML page. `sweep`: a sweep plot as SVG (else the --sweep of the model's dims, if any);
+    `measured`: kernel name -> measured seconds per call (a joined profile)."""
     from estimator.report import html
     from passes import STRATEGIES
 
     fusion = {name: (ctx.base if name == ctx.base.fusion else ctx.rerun(pipeline=p))
               for name, p in STRATEGIES.items()}
-    page = html.render(ctx.base, f"{title_of(args)} on {ctx.hw.name}", recs, threshold, fusion,
-                       sweep_svg(args, ctx), ctx.serve, None, found)
+    serve = None
+    if ctx.serve is not None:
+        from estimator.report.serving import summary
+
+        serve = summary(ctx.serve)
+    page = html.render(ctx.base, title or f"{title_of(args)} on {ctx.hw.name}", recs, threshold, fusion,
+                       sweep if sweep is not None else sweep_svg(args, ctx), serve, measured, found)
     try:
         with open(args.report, "w", encoding="utf-8") as f:
             f.write(page)
@@ -195,13 +241,16 @@ def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=()
 def format_recommendations(recs, found, total_s: float, threshold: float) -> str:
     from estimator.report.table import show
 
+    def metric(r) -> str:
+        return "" if r.metric == "estimate_s" else f"{METRIC_NAMES.get(r.metric, r.metric)} "
+
     lines = ["", f"recommendations (what-ifs re-estimated; gain >= {100 * threshold:g}% of "
                  f"{show(total_s, 's')}):"]
     if not recs:
         lines.append("  none")
     for i, r in enumerate(recs, 1):
         flags = f"  [{' '.join(r.flags)}]" if r.flags else ""
-        lines.append(f"{i:>3}. {r.action}: -{show(r.gain_s, 's')} ({r.gain_pct:.1f}%) -> "
+        lines.append(f"{i:>3}. {r.action}: {metric(r)}-{show(r.gain_s, 's')} ({r.gain_pct:.1f}%) -> "
                      f"{show(r.estimate_s, 's')}{flags}")
         lines.append(f"     {r.reason}")
     hidden = [r for r in found if r not in recs]

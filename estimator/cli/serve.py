@@ -8,7 +8,8 @@
     estimate model.onnx --tp 2 --explain          (one GPU's sharded graph, its kernel table)
 
 --tp alone prices one GPU's sharded graph (passes/shard_tp.py) like a plain run; --serve / --memory
-need a bundled decoder (its prefill and decode graphs), see estimator/serve/.
+need a bundled decoder (its prefill and decode graphs), see estimator/serve/. --recommend, --report and
+--trace (estimator/cli/report.py) work on --tp alone and on one --serve point (not on a sweep).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def run(args: argparse.Namespace) -> int | None:
     if not (args.tp or args.pp or args.memory or args.serve or args.kv_precision or args.framework):
         return None
     tps = _tps(args.tp)
+    from estimator.cli import report as report_mode
+
+    args.report_wanted = report_mode.requested(args)  # --recommend/--report/--trace on this mode's step
     if args.pp is not None and args.pp < 1:
         raise UsageError(f"--pp {args.pp}: the number of stages must be a positive integer")
     if args.serve or args.memory:
@@ -85,6 +89,8 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     hw = hwdesc.load(resolve_arch(args.arch))
     graph, dims = load_graph(args, parse_dims(args.dim))
     sharded = shard_tp(graph, tp)
+    if args.report_wanted and args.pp and args.pp > 1:
+        raise UsageError("--recommend/--report/--trace with --pp are not supported yet; use --tp alone")
     stages = None
     if args.pp and args.pp > 1:
         from passes.split_pp import split_pp
@@ -93,26 +99,41 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
         sharded_graph = stages.graph
     else:
         sharded_graph = sharded.graph
-    result = estimate(
-        sharded_graph,
-        hw,
-        precision=args.precision,
-        dims=dims,
-        pipeline=pipeline_of(args, hw.family),
-        strict=args.strict,
-        tiling=not args.roofline,
-        framework="trtllm",
-    )
+    ctx = recs = found = None
+    if args.report_wanted:
+        from estimator.cli import report as report_mode
+
+        ctx = report_mode.context(args, sharded_graph, dims, hw, framework="trtllm")
+        result = ctx.base
+        recs, found = report_mode.recommendations(args, ctx)
+    else:
+        result = estimate(
+            sharded_graph,
+            hw,
+            precision=args.precision,
+            dims=dims,
+            pipeline=pipeline_of(args, hw.family),
+            strict=args.strict,
+            tiling=not args.roofline,
+            framework="trtllm",
+        )
     if args.json:
         out = to_json(result)
         out["parallel"] = {"tp": tp, "pp": args.pp or 1, "decisions": list(sharded.decisions)}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
+        if ctx is not None:
+            report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1))
     else:
         print(to_table(result, args.top))
         if stages is not None:
             print(stages.report_text(result))
+        if recs is not None:
+            threshold = args.recommend_threshold / 100
+            print(report_mode.format_recommendations(recs, found, ctx.total_s, threshold))
+    if ctx is not None:
+        report_mode.write_outputs(args, ctx, recs, found, gpus=tp)
     if args.explain:
         print(fusion_report.explain(result))
         print(f"sharding decisions (--tp {tp}):")
@@ -155,16 +176,25 @@ def _deploy(args: argparse.Namespace, tps: list[int]) -> int:
         )
     if args.pp and args.pp > 1:
         raise UsageError("--pp with --serve or --memory is not supported yet; use --pp with a kernel table")
+    if args.report_wanted and not args.serve:
+        raise UsageError("--recommend/--report/--trace with --memory need --serve isl=I,osl=O,concurrency=C")
     work = _workload(args)
     sweep = _concurrency_sweep(args)
-    if sweep is not None:
+    if sweep is not None and not args.report_wanted:
         return _sweep(args, tps, work, sweep)
-    if len(tps) > 1:
+    if sweep is not None and not args.report:
+        raise UsageError("--sweep concurrency=... goes with --report (its Pareto plot is a section of the "
+                         "page); --recommend/--trace alone take one --serve point")
+    if len(tps) > 1 and sweep is None:
         raise UsageError("a comma list in --tp needs --sweep concurrency=...")
-    tp = tps[0]
+    tp = tps[0]  # with a sweep in the report: the --serve point on the first --tp
     opts = _options(args, tp)
     dep = Deployment.build(args.model_name, opts)
     result = dep.serve(work) if args.serve else None
+    if sweep is not None:
+        from estimator.cli.serve_report import pareto_svg
+
+        args.pareto_svg = pareto_svg(args, tps, work, sweep, dep)
     return _print_point(args, dep, work, result)
 
 
@@ -182,7 +212,17 @@ def _print_point(args, dep, work, result) -> int:
             f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
             + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
         )
-    table = _decode_table(args, dep, work, result) if result is not None and fits else None
+    from estimator.cli import serve_report
+
+    rep = serve_report.context(args, dep, work, result) if args.report_wanted else None
+    recs, found = (None, None)
+    if rep is not None:
+        from estimator.cli import report as report_mode
+
+        recs, found = report_mode.recommendations(args, rep)
+        table = rep.base
+    else:
+        table = _decode_table(args, dep, work, result) if result is not None and fits else None
     if args.json:
         from estimator.report.table import to_json
 
@@ -200,7 +240,10 @@ def _print_point(args, dep, work, result) -> int:
         if result is not None:
             out["serve"] = result.to_json()
         out["parallel"] = {"tp": tp, "pp": 1, "decisions": list(dep.steps.decisions)}
+        if rep is not None:
+            report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1, default=float))
+        serve_report.write_outputs(args, rep, recs, found, work, result)
         return 0
     title = (
         f"serving {args.model_name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
@@ -222,27 +265,26 @@ def _print_point(args, dep, work, result) -> int:
             f"(one GPU of {tp}):"
         )
         print(to_table(table, args.top))
+    if recs is not None:
+        print(report_mode.format_recommendations(recs, found, rep.total_s, args.recommend_threshold / 100))
     if args.explain:
         print(f"sharding decisions (--tp {tp}):")
         print("\n".join(f"  {d}" for d in dep.steps.decisions) or "  none (tp 1)")
+    serve_report.write_outputs(args, rep, recs, found, work, result)
     return 0
 
 
 def _decode_table(args, dep, work, result):
     """The full (unfolded) sharded decode step at the served batch and mean context, for the table."""
-    import models
+    from estimator.cli import serve_report
     from estimator.estimate import estimate
-    from estimator.frontends.onnx_import import import_model
-    from passes.shard_tp import shard_tp
 
-    name = args.model_name.removesuffix("-decode") + "-decode"
-    graph = shard_tp(import_model(models.build(name)), dep.opts.tp).graph
     fw = dep.framework
     return estimate(
-        graph,
+        serve_report.decode_graph(args, dep),
         dep.opts.hw,
         precision=args.precision,
-        dims={"batch": result.decode.batch, "past_seq": work.isl + work.osl // 2},
+        dims=serve_report.decode_dims(work, result),
         pipeline=dep.opts.pipeline,
         tiling=dep.opts.tiling,
         framework=fw.name if fw.custom_allreduce else None,

@@ -45,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--roofline", action="store_true", help="roofline estimate (no tile plans)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--top", type=int, default=15, metavar="N", help="kernels in the tables (default 15)")
+    p.add_argument("--recommend", action="store_true",
+                   help="with --model: list kernels far from their estimate or their peak, with the counter")
+    p.add_argument("--recommend-threshold", type=float, default=2.0, metavar="PCT",
+                   help="hide findings saving less than PCT%% of the measured time (default 2)")
+    p.add_argument("--report", metavar="FILE.html",
+                   help="with --model: the HTML report, measured marks on its roofline")
     return p
 
 
@@ -96,6 +102,7 @@ def _estimate(args, profile, arch: str | None):
     if result.symbolic:
         free = ", ".join(k for k, v in result.dims.items() if v is None)
         raise ProfileUsageError(f"the join needs every dim bound; free: {free} (give --dim NAME=VALUE)")
+    args.joined_model = (graph, dims)  # for the recommenders' Context (--recommend, --report)
     return result, proto
 
 
@@ -121,5 +128,48 @@ def run(argv: list[str]) -> int:
     if args.model:
         result, proto = _estimate(args, profile, arch)
     a = analyse(profile, arch, result, proto)
-    print(json.dumps(report.to_json(a, args.top), indent=1) if args.json else report.to_table(a, args.top))
+    recs = found = None
+    if args.recommend or args.report:
+        recs, found, measured_s = _findings(args, a, result)
+    if args.json:
+        doc = report.to_json(a, args.top)
+        if args.recommend:
+            doc["recommendations"] = [r.to_json() for r in recs]
+            doc["whatifs"] = [r.to_json() for r in found]
+        print(json.dumps(doc, indent=1))
+    else:
+        print(report.to_table(a, args.top))
+        if args.recommend:
+            from estimator.cli.report import format_recommendations
+
+            print(format_recommendations(recs, found, measured_s, args.recommend_threshold / 100))
     return 0
+
+
+def _findings(args, a, result):
+    """(shown, considered, measured seconds of the joined kernels) of the "profile" recommender on the
+    joined kernels; writes --report."""
+    from estimator.report import measured
+    from estimator.report.recommend import Context, considered, shown
+    from passes import pipeline_for
+
+    if result is None:
+        raise ProfileUsageError("--recommend and --report compare with an estimate: give --model too")
+    if args.recommend_threshold < 0:
+        raise ProfileUsageError(f"--recommend-threshold {args.recommend_threshold:g}: must be >= 0")
+    graph, dims = args.joined_model
+    ctx = Context(graph, result.hw, result, dims=dims, pipeline=pipeline_for(args.fusion),
+                  tiling=result.tiling, profile=measured.by_kernel(a, result))
+    found = considered(ctx, ["profile"])
+    threshold = args.recommend_threshold / 100
+    recs = shown(found, ctx.total_s, threshold)
+    if args.report:
+        if not args.report.lower().endswith((".html", ".htm")):
+            raise ProfileUsageError(f"--report {args.report}: use a file name ending in .html")
+        title = f"{args.model} on {result.hw.name}, measured: {args.file}"
+        measured.write_html(args.report, ctx, title, recs if args.recommend else None, threshold, found,
+                            ctx.profile)
+        import sys
+
+        print(f"report written to {args.report}", file=sys.stderr)
+    return recs, found, sum(m["measured_s"] for m in ctx.profile.values())

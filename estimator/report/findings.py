@@ -15,8 +15,9 @@
   and pricing code estimate() runs (plan_kernel + price), its menu restricted to no split; the gain is
   what the split saves over a runtime without it (the estimate assumes the split: keep it), so the
   recommendation's estimate_s is the base total. NB: estimate() has no option to forbid a split.
-- profile: with a joined measured profile (issue 14), kernels measured far above their estimate, with
-  the counter the profile names; gain = measured - estimate (what tuning could recover).
+- profile: with a joined measured profile (estimate profile FILE --model M --recommend), kernels measured
+  far above their estimate (gain = measured - estimate) or far from their peak (no unit busy; gain =
+  measured - bound), with the counter that shows why; metric: measured seconds.
 """
 
 from __future__ import annotations
@@ -244,32 +245,47 @@ def fusable_kernels(ctx: Context) -> list[Recommendation]:
 
 @recommender("profile")
 def measured_outliers(ctx: Context) -> list[Recommendation]:
-    """ctx.profile: kernel name -> {"measured_s": float, "counters": {name: value}} (the join of issue
-    14). The counter reported is the one the join names as `limiter_counter`, else the largest."""
+    """ctx.profile: kernel name -> {"measured_s": float, "counters": {name: value}, and optionally
+    "limiter_counter", "bottleneck", "why"} (estimator/report/measured.py builds it from a joined
+    profile). A kernel is listed when it is far from its estimate (measured > MEASURED_OVER_ESTIMATE x
+    the estimate; gain = measured - estimate) or, else, far from its peak (the profile's bottleneck rule
+    found no unit busy: class "latency"; gain = measured - bound, the most tuning could recover). The
+    counter reported is `limiter_counter`, else the largest. Metric: measured seconds; gain_pct is of the
+    measured time of every joined kernel."""
     if not ctx.profile:
         return []
-    out = []
     per: dict[Hashable, list] = defaultdict(list)
     for ps in distinct(ctx.base):
         for p in ps:
             m = ctx.profile.get(p.kernel.name)
             if m and m.get("measured_s") is not None:
-                per[p.kernel.signature].append((p, float(m["measured_s"]), m.get("counters") or {},
-                                                m.get("limiter_counter")))
+                per[p.kernel.signature].append((p, float(m["measured_s"]), m))
+    measured_total = sum(r[1] for rows in per.values() for r in rows)
+    out = []
     for rows in per.values():
-        p = rows[0][0]
-        est = _est(p)
+        p, first = rows[0][0], rows[0][2]
+        est, bound, n = _est(p), seconds(p.timing.bound_s), len(rows)
         measured = sum(r[1] for r in rows)
-        if measured <= MEASURED_OVER_ESTIMATE * est * len(rows):
+        far_est = measured > MEASURED_OVER_ESTIMATE * est * n
+        far_peak = not far_est and first.get("bottleneck") == "latency" and measured > bound * n
+        if not (far_est or far_peak):
             continue
-        counters, named = rows[0][2], rows[0][3]
-        counter = named or (max(counters, key=lambda c: counters[c]) if counters else None)
-        gain = measured - est * len(rows)
-        reason = (f"measured {_fmt(measured / len(rows))} per call vs estimate {_fmt(est)} and bound "
-                  f"{_fmt(seconds(p.timing.bound_s))}" + (f"; {counter} = {counters.get(counter)}" if counter
-                                                          else ""))
-        out.append(from_gain(ctx, gain, ctx.total_s, f"tune {p.kernel.name} (measured "
-                             f"{measured / (est * len(rows)):.1f}x its estimate)", (), reason,
-                             {"measured_s": measured, "estimate_s": est * len(rows), "counter": counter,
-                              "counter_value": counters.get(counter) if counter else None}))
+        counters = first.get("counters") or {}
+        counter = first.get("limiter_counter") or (max(counters, key=lambda c: counters[c]) if counters
+                                                    else None)
+        gain = measured - (est if far_est else bound) * n
+        why = f"; {first['why']}" if first.get("why") else ""
+        reason = (f"measured {_fmt(measured / n)} per call vs estimate {_fmt(est)} and bound {_fmt(bound)}"
+                  + (f"; {counter} = {counters.get(counter):.4g}" if counter else "") + why
+                  + ("" if far_est else "; near its estimate but no unit is busy: the gain is against the "
+                     "bound (speed of light)"))
+        what = (f"{measured / (est * n):.1f}x its estimate" if far_est
+                else f"{measured / (bound * n):.1f}x its bound, no unit busy")
+        out.append(Recommendation(
+            f"tune {p.kernel.name} (measured {what})", (), measured_total - gain, gain,
+            100 * gain / measured_total if measured_total else 0.0, reason,
+            {"measured_s": measured, "estimate_s": est * n, "bound_s": bound * n, "calls": n,
+             "counter": counter, "counter_value": counters.get(counter) if counter else None,
+             "bottleneck": first.get("bottleneck"), "trigger": "estimate" if far_est else "peak"},
+            "kernel", metric="measured_s"))
     return out

@@ -3,7 +3,8 @@
 Sections: summary (bound, estimate, limiter mix, model FLOPs / DRAM bytes / weights), recommendations,
 the roofline and the time breakdown (inline SVG from estimator/report/figures.py), the sortable kernel
 table with tile plans (one row per kernel, as many as the JSON's "kernels"), the fusion comparison, the
-sweep plot (with --sweep) and the serving summary (with --serve; issue 17 supplies a flat mapping).
+sweep plot (with --sweep) and the serving summary (with --serve: estimator/report/serving.py's flat
+mapping of the served deployment).
 Styles and the small script (column sorting, tooltips on the roofline marks) are inline; there is no
 link, font, image or script fetched from anywhere. `@media print` drops the interactive parts.
 """

@@ -9,10 +9,11 @@ fusion strategy, precision, GPU; a reshaped GEMM for a kernel-level finding) and
 A recommendation is shown only when gain_s >= threshold * base estimate_s (default 2%), and each one
 states its evidence: the number that triggered it. Recommenders are small registered functions
 `fn(ctx) -> list[Recommendation]` (the decorator is the only registry, as for cost functions), so the
-serving mode (issue 17: TP/batch/concurrency, CUDA graphs) and the profile join (issue 14: kernels far
-from their estimate) add theirs without touching this file; `Context.serve` and `Context.profile`
-carry their inputs (None when those modes are off). Kernel-level recommenders live in
-estimator/report/findings.py.
+serving mode (estimator/serve/recommend.py: TP/concurrency, CUDA graphs) and the profile join
+(findings.py "profile": kernels far from their estimate or peak) add theirs without touching this file;
+`Context.serve` and `Context.profile` carry their inputs (None when those modes are off). Kernel-level
+recommenders live in estimator/report/findings.py. A serving or measured recommendation states its
+`metric` (TPOT, TTFT, GPU-seconds per token, measured time): gain_pct is of that metric's base value.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from hwdesc import HardwareDescriptor
 DEFAULT_THRESHOLD = 0.02  # a recommendation must save at least 2% of the total estimate
 # Recommenders of mutually exclusive alternatives where only the best is shown (the rest stay in the
 # what-ifs): three Blackwell variants one under the other say nothing the first does not.
-BEST_ONLY = frozenset({"gpu"})
+BEST_ONLY: set[str] = {"gpu"}  # recommender(name, best_only=True) adds to it
 
 
 class RecommendError(UserError):
@@ -49,11 +50,15 @@ class Recommendation:
     evidence: Mapping[str, Any]  # the figure(s) that triggered it
     level: str = "model"  # "model" or "kernel"
     recommender: str = ""
+    # the quantity gain_s and estimate_s are in: "estimate_s" (the model's total estimate) or a serving or
+    # measured figure (tpot_s, ttft_s, s_per_token_per_gpu, measured_s); gain_pct is of that metric's base
+    metric: str = "estimate_s"
 
     def to_json(self) -> dict[str, Any]:
         return {"action": self.action, "flags": list(self.flags), "estimate_s": self.estimate_s,
                 "gain_s": self.gain_s, "gain_pct": self.gain_pct, "reason": self.reason,
-                "evidence": dict(self.evidence), "level": self.level, "recommender": self.recommender}
+                "evidence": dict(self.evidence), "level": self.level, "recommender": self.recommender,
+                "metric": self.metric}
 
 
 @dataclass
@@ -69,7 +74,8 @@ class Context:
     pipeline: str = ""
     tiling: bool = True
     warm_inputs: bool = False
-    serve: Any = None  # the serving summary (issue 17), when --serve is on
+    serve: Any = None  # estimator.serve.whatif.Serving, when --serve is on
+    framework: str | None = None  # estimate(framework=...): the serving framework's collectives
     profile: Mapping[str, Any] | None = None  # kernel name -> {"measured_s", "counters"} (issue 14)
     _memo: dict = field(default_factory=dict)
     _prepared: Graph | None = None
@@ -104,12 +110,13 @@ class Context:
         """estimate() with the base's options, `changes` applied (precision, dims, pipeline...). Results
         are memoised: the fusion recommenders and the report's fusion table share one estimate each."""
         opts = {"precision": self.precision, "dims": dict(self.dims), "pipeline": self.pipeline,
-                "tiling": self.tiling, "warm_inputs": self.warm_inputs, **changes}
+                "tiling": self.tiling, "warm_inputs": self.warm_inputs, "framework": self.framework,
+                **changes}
         hw = hw or self.hw
         same = graph is None and opts["precision"] == self.precision and opts["dims"] == dict(self.dims)
         graph = graph or self.graph
         key = (id(graph), hw.name, opts["precision"], tuple(sorted(opts["dims"].items())), opts["pipeline"],
-               opts["tiling"], opts["warm_inputs"])
+               opts["tiling"], opts["warm_inputs"], opts["framework"])
         if key not in self._memo:
             self._memo[key] = self._from_prefix(hw, opts) if same else estimate(graph, hw, **opts)
         return self._memo[key]
@@ -124,7 +131,8 @@ class Context:
         for k in range(done, len(names)):
             graph = Pipeline(names[k:k + 1]).run(graph)
             self._after[names[:k + 1]] = graph
-        result = estimate(graph, hw, pipeline="", tiling=opts["tiling"], warm_inputs=opts["warm_inputs"])
+        result = estimate(graph, hw, pipeline="", tiling=opts["tiling"], warm_inputs=opts["warm_inputs"],
+                          framework=opts["framework"])
         result.pipeline = str(Pipeline(names))
         result.fusion = next((n for n, p in STRATEGIES.items() if Pipeline.parse(p).names == names), "custom")
         return result
@@ -160,12 +168,15 @@ Recommender = Callable[[Context], list[Recommendation]]
 RECOMMENDERS: dict[str, Recommender] = {}
 
 
-def recommender(name: str) -> Callable[[Recommender], Recommender]:
-    """Register a recommender; a name registered twice is an error."""
+def recommender(name: str, best_only: bool = False) -> Callable[[Recommender], Recommender]:
+    """Register a recommender; a name registered twice is an error. `best_only`: its what-ifs are
+    alternatives of which only the best is shown."""
     def register(fn: Recommender) -> Recommender:
         if name in RECOMMENDERS:
             raise ValueError(f"recommender {name!r} registered twice")
         RECOMMENDERS[name] = fn
+        if best_only:
+            BEST_ONLY.add(name)
         return fn
     return register
 
@@ -173,6 +184,7 @@ def recommender(name: str) -> Callable[[Recommender], Recommender]:
 def considered(ctx: Context, only: Iterable[str] | None = None) -> list[Recommendation]:
     """Every what-if the registered recommenders estimated, whatever its gain, best first."""
     import estimator.report.findings  # noqa: F401  (registers the kernel-level recommenders)
+    import estimator.serve.recommend  # noqa: F401  (registers the serving recommenders)
 
     ctx.total_s  # noqa: B018  (raises for a symbolic base, before any what-if runs)
     names = list(only) if only is not None else list(RECOMMENDERS)
@@ -181,18 +193,19 @@ def considered(ctx: Context, only: Iterable[str] | None = None) -> list[Recommen
         raise RecommendError(f"unknown recommender {unknown[0]!r}; choose from {', '.join(RECOMMENDERS)}")
     found = [Recommendation(**{**vars(rec), "recommender": name}) for name in names
              for rec in RECOMMENDERS[name](ctx)]
-    return sorted(found, key=lambda r: (-r.gain_s, r.action))
+    return sorted(found, key=lambda r: (-r.gain_pct, r.action))
 
 
 def shown(found: Iterable[Recommendation], total_s: float, threshold: float = DEFAULT_THRESHOLD
           ) -> list[Recommendation]:
-    """The recommendations worth showing: gain > 0 and >= threshold x the total; of a BEST_ONLY
-    recommender's, only the largest."""
+    """The recommendations worth showing: gain > 0 and >= threshold x its metric's base (for the model's
+    estimate: the total, `total_s`); of a BEST_ONLY recommender's, only the largest."""
     if threshold < 0:
         raise RecommendError(f"recommendation threshold {100 * threshold:g}%: must be >= 0")
     keep, seen = [], set()
-    for r in sorted(found, key=lambda r: -r.gain_s):
-        if r.gain_s > 0 and r.gain_s >= threshold * total_s and r.recommender not in seen:
+    for r in sorted(found, key=lambda r: -r.gain_pct):
+        big = r.gain_s >= threshold * total_s if r.metric == "estimate_s" else r.gain_pct >= 100 * threshold
+        if r.gain_s > 0 and big and r.recommender not in seen:
             keep.append(r)
             if r.recommender in BEST_ONLY:
                 seen.add(r.recommender)
@@ -362,23 +375,3 @@ def _syms(dims: Mapping[str, int]) -> dict:
     from estimator.ir import dim
 
     return {dim(k): v for k, v in dims.items()}
-
-
-@recommender("cuda-graphs")
-def cuda_graphs(ctx: Context) -> list[Recommendation]:
-    """CUDA graphs for a launch-bound step, from the serving summary (issue 17), which prices the step
-    eagerly (host launch per kernel) and captured: ctx.serve["eager_step_s"] and ["graph_step_s"].
-    NB: without --serve there is no such figure: estimate() sums GPU kernel times, which CUDA graphs do not
-    change (the kernels' own launch_s is GPU-side), so nothing is recommended."""
-    serve = ctx.serve or {}
-    eager, graphs = serve.get("eager_step_s"), serve.get("graph_step_s")
-    if eager is None or graphs is None:
-        return []
-    eager, graphs = float(eager), float(graphs)
-    launch = [p for p in ctx.base.kernels if p.timing.limiter == "launch"]
-    reason = (f"{len(ctx.base.kernels)} kernel launches per step ({len(launch)} launch-bound): "
-              f"{_fmt_s(eager)} eager vs {_fmt_s(graphs)} captured in one CUDA graph")
-    gain = eager - graphs
-    return [from_gain(ctx, gain, ctx.total_s - gain, "capture the step in a CUDA graph", ("--cuda-graphs",),
-                      reason, {"kernels": len(ctx.base.kernels), "launch_bound_kernels": len(launch),
-                               "eager_step_s": eager, "graph_step_s": graphs}, level="model")]

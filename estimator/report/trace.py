@@ -2,7 +2,8 @@
 open beside a measured Nsight Systems timeline.
 
 One process per GPU (pid = GPU index) and one thread per stream: tid 0 the compute stream, tid 1 the
-collectives (kernels of kind "communication", once the serving mode lowers tensor-parallel graphs).
+collectives (kernels of kind "communication": with --tp N, alone or with --serve, the CLI passes gpus=N
+and every GPU runs the same sharded step).
 Kernels are complete events (`"ph": "X"`) laid end to end in topological order, each `dur` its estimate,
 so the slices of one GPU sum to the total estimate; `args` hold the bound, estimate, limiter, op, FLOPs,
 DRAM bytes and tile. NB: the estimator sums kernel times (one stream, no overlap), so a collective's

@@ -103,6 +103,11 @@ def sweep_text(rows: Sequence[tuple[int, ServeResult]]) -> str:
 
 
 def plot_pareto(rows: Sequence[tuple[int, ServeResult]], path: str, title: str) -> None:
+    pareto_figure(rows, title).savefig(path, bbox_inches="tight")
+
+
+def pareto_figure(rows: Sequence[tuple[int, ServeResult]], title: str):
+    """The Pareto plot as a matplotlib Figure (the HTML report inlines it as SVG)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -130,4 +135,4 @@ def plot_pareto(rows: Sequence[tuple[int, ServeResult]], path: str, title: str) 
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    fig.savefig(path, bbox_inches="tight")
+    return fig
