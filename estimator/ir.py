@@ -156,13 +156,19 @@ class Graph:
         return self.nx.nodes[name]["node"]
 
     def topo_nodes(self) -> Iterator[Node]:
-        """Nodes in a deterministic topological order; raises ValueError on a cycle."""
-        try:
-            order = nx.lexicographical_topological_sort(self.nx, key=self._order_key)
-            return (self.node(n) for n in list(order))
-        except nx.NetworkXUnfeasible:
-            cycle = nx.find_cycle(self.nx)
-            raise ValueError(f"graph has a cycle through nodes {[e[0] for e in cycle][:5]}") from None
+        """Nodes in a deterministic topological order; raises ValueError on a cycle. The order is sorted
+        once and kept (the structure is only built in __init__; passes make new Graphs), re-sorted if
+        the node or edge count ever changes."""
+        size = (self.nx.number_of_nodes(), self.nx.number_of_edges())
+        cached = self.__dict__.get("_topo_order")
+        if cached is None or cached[0] != size:
+            try:
+                order = tuple(nx.lexicographical_topological_sort(self.nx, key=self._order_key))
+            except nx.NetworkXUnfeasible:
+                cycle = nx.find_cycle(self.nx)
+                raise ValueError(f"graph has a cycle through nodes {[e[0] for e in cycle][:5]}") from None
+            cached = self.__dict__["_topo_order"] = (size, order)
+        return (self.node(n) for n in cached[1])
 
     def _order_key(self, name: str) -> str:
         # Keep source order where possible (insertion index), so reports follow the model.
