@@ -118,10 +118,14 @@ def _rope_tables(b: GraphBuilder, cfg: LlamaConfig, positions: str) -> tuple[str
     HF computes cos/sin once per forward in LlamaRotaryEmbedding; here the [max_pos, head_dim] tables
     are precomputed buffers and Gathered, which is what constant folding leaves after export.
     """
+    if b.weights == "external":  # only the tables' shape and dtype go into the model (see b.buffer)
+        shape_only = np.broadcast_to(np.float32(0), (cfg.max_pos, cfg.head_dim))
+        values = (shape_only, shape_only)
+    else:
+        values = _rope_values(cfg.rope_theta, cfg.head_dim, cfg.max_pos)
     tables = []
-    for fn_name, values in zip(("cos", "sin"), _rope_values(cfg.rope_theta, cfg.head_dim, cfg.max_pos),
-                               strict=True):
-        table = b.buffer(f"model.rotary_emb.{fn_name}_cached", values)
+    for fn_name, table_values in zip(("cos", "sin"), values, strict=True):
+        table = b.buffer(f"model.rotary_emb.{fn_name}_cached", table_values)
         rows = b.op("Gather", table, positions)
         tables.append(b.op("Unsqueeze", rows, b.const([0, 1])))
     return tables[0], tables[1]

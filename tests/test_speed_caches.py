@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import networkx as nx
 import numpy as np
+import onnx
 import pytest
 
 import hwdesc
@@ -120,3 +121,13 @@ def test_rope_tables_are_the_formula_and_read_only():
     assert cos.dtype == np.float32 and cos.shape == (3, 4)
     assert not cos.flags.writeable  # shared between builds: nobody may write into it
     assert llama._rope_values(10000.0, 4, 3)[0] is cos  # noqa: SLF001
+
+
+def test_external_rope_tables_keep_shape_and_dtype_only():
+    model = llama.build("t-decode", llama.LLAMA_TINY, "decode", weights="external")
+    cos = next(t for t in model.graph.initializer if t.name == "model.rotary_emb.cos_cached")
+    # [max_pos, head_dim] float32, stored as an external reference of that many bytes, no values
+    assert list(cos.dims) == [llama.LLAMA_TINY.max_pos, llama.LLAMA_TINY.head_dim]
+    assert cos.data_type == onnx.TensorProto.FLOAT and not cos.raw_data
+    length = {e.key: e.value for e in cos.external_data}["length"]
+    assert int(length) == llama.LLAMA_TINY.max_pos * llama.LLAMA_TINY.head_dim * 4
