@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -14,7 +13,7 @@ from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
-from estimator.tiling import symmath
+from estimator.tiling import memo, symmath
 from estimator.tiling.plan import alike_signature, plan_kernels
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline, pipeline_for
@@ -110,7 +109,8 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
             after_pass(name, res)
 
     graph = Pipeline.parse(pipeline).run(graph, after=seen, verify_each=verify_each)
-    lowered = lower(graph, CostCache(graph))
+    costs = CostCache(graph)
+    lowered = lower(graph, costs)
     if strict and lowered.uncosted:
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
@@ -119,20 +119,30 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
         from estimator.sass.seam import check_priced
 
         check_priced(lowered.kernels, kernel_sass, tiling)
-    plans = (plan_kernels(graph, lowered.kernels, hw, warm_inputs, kernel_sass) if tiling
+    keys = [costs.full_signature(k.signature) for k in lowered.kernels]  # for the cross-call memo
+    plans = (plan_kernels(graph, lowered.kernels, hw, warm_inputs, kernel_sass, keys) if tiling
              else [None] * len(lowered.kernels))
     if kernel_sass:
         check_priced(lowered.kernels, kernel_sass, tiling, plans)
     timings: dict[Hashable, Timing] = {}
     alike: dict[Hashable, Timing] = {}  # Timings up to a renaming of the dims (symmath.renamed)
     priced = []
-    for k, plan in zip(lowered.kernels, plans, strict=True):
+    hw_key = memo.hw_key(hw)
+    for k, plan, key in zip(lowered.kernels, plans, keys, strict=True):
         if plan is not None:  # equal signatures must price identically: the plan (residency) joins it
             k = replace(k, tile=plan, signature=(k.signature, plan.key))
         if k.signature not in timings:
-            make = functools.partial(price, k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
-            alike_key = (alike_signature(graph, k), plan and plan.key) if symmath.flat() else None
-            timings[k.signature] = make() if alike_key is None else symmath.renamed(alike, alike_key, make)
+            def make(k=k, plan=plan) -> Timing:
+                return price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
+
+            if symmath.flat():  # many unknown dims: kernels alike up to a renaming share one Timing
+                timings[k.signature] = symmath.renamed(alike, (alike_signature(graph, k), plan and plan.key),
+                                                       make)
+            else:
+                # a plan carrying residency or a compiled kernel is not remembered: nor is its Timing
+                plain = plan is None or not (plan.resident_bytes or plan.resident_bytes_bound or plan.sass)
+                full = (hw_key, framework, comm_graphed, key, plan.key if plan else None, k.kind, k.op)
+                timings[k.signature] = memo.timing(full, make) if plain else make()
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items()
                    if Pipeline.parse(pipeline_for(name, hw.family)) == Pipeline.parse(pipeline)), "custom")

@@ -8,6 +8,7 @@ to bind them instead of guessing.
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -135,14 +136,15 @@ class Graph:
         self.producer: dict[str, str] = {}
         for node in nodes:
             self._add(node)
-        for node in self.nx.nodes.values():
-            for tname in node["node"].inputs:
+        # one edge per (producer, consumer) with the tensors it carries, in first-use order; added in one
+        # call (networkx's per-edge calls were most of building a 60-layer graph)
+        edges: dict[tuple[str, str], list[str]] = {}
+        for name, data in self.nx.nodes.items():
+            for tname in data["node"].inputs:
                 src = self.producer.get(tname)
                 if src is not None:
-                    if self.nx.has_edge(src, node["node"].name):
-                        self.nx.edges[src, node["node"].name]["tensors"].append(tname)
-                    else:
-                        self.nx.add_edge(src, node["node"].name, tensors=[tname])
+                    edges.setdefault((src, name), []).append(tname)
+        self.nx.add_edges_from((a, b, {"tensors": ts}) for (a, b), ts in edges.items())
 
     def _add(self, node: Node) -> None:
         if node.name in self.nx:
@@ -156,13 +158,18 @@ class Graph:
         return self.nx.nodes[name]["node"]
 
     def topo_nodes(self) -> Iterator[Node]:
-        """Nodes in a deterministic topological order; raises ValueError on a cycle."""
-        try:
-            order = nx.lexicographical_topological_sort(self.nx, key=self._order_key)
-            return (self.node(n) for n in list(order))
-        except nx.NetworkXUnfeasible:
-            cycle = nx.find_cycle(self.nx)
-            raise ValueError(f"graph has a cycle through nodes {[e[0] for e in cycle][:5]}") from None
+        """Nodes in a deterministic topological order; raises ValueError on a cycle. The order is sorted
+        once and kept (the structure is only built in __init__; passes make new Graphs), re-sorted if
+        the node or edge count ever changes."""
+        size = (self.nx.number_of_nodes(), self.nx.number_of_edges())
+        cached = self.__dict__.get("_topo_order")
+        if cached is None or cached[0] != size:
+            order = _lexicographic_order(self.nx, self._index)
+            if len(order) != size[0]:
+                cycle = nx.find_cycle(self.nx)
+                raise ValueError(f"graph has a cycle through nodes {[e[0] for e in cycle][:5]}")
+            cached = self.__dict__["_topo_order"] = (size, order)
+        return (self.node(n) for n in cached[1])
 
     def _order_key(self, name: str) -> str:
         # Keep source order where possible (insertion index), so reports follow the model.
@@ -205,6 +212,25 @@ class Graph:
 
     def __len__(self) -> int:
         return self.nx.number_of_nodes()
+
+
+def _lexicographic_order(g: nx.DiGraph, index: Mapping[str, int]) -> tuple[str, ...]:
+    """Kahn's algorithm taking, among the ready nodes, the one of least insertion index: the order of
+    networkx's lexicographical_topological_sort keyed by that index, on integers. Fewer nodes than
+    the graph's when it has a cycle."""
+    indegree = {n: d for n, d in g.in_degree()}
+    ready = [(index[n], n) for n, d in indegree.items() if d == 0]
+    heapq.heapify(ready)
+    succ = g.succ
+    order = []
+    while ready:
+        _, n = heapq.heappop(ready)
+        order.append(n)
+        for m in succ[n]:
+            indegree[m] -= 1
+            if indegree[m] == 0:
+                heapq.heappush(ready, (index[m], m))
+    return tuple(order)
 
 
 def substitute_shape(shape: Shape | None, binding: Mapping[sympy.Symbol, int]) -> Shape | None:

@@ -93,6 +93,7 @@ class CostCache:
         self._cache: dict[Hashable, Work | str] = {}
         self._ids: dict[Hashable, int] = {}
         self._alike: dict[Hashable, Work | str] = {}
+        self._by_id: dict[int, Hashable] = {}
 
     def work(self, view: OpView) -> tuple[int, Work | str]:
         """(signature id, Work or the reason it has none). Ids are small ints: later grouping and
@@ -106,6 +107,12 @@ class CostCache:
             hit = hit if hit is not None else self._price(view)
             self._cache[sig] = hit
         return sig_id, hit
+
+    def full_signature(self, sig_id: int) -> Hashable:
+        """The signature behind an id of `work` (a key valid across graphs, see estimator/tiling/memo.py)."""
+        if len(self._by_id) != len(self._ids):
+            self._by_id = {i: sig for sig, i in self._ids.items()}
+        return self._by_id[sig_id]
 
     def _price(self, view: OpView) -> Work | str:
         if is_fused(view.node):

@@ -9,6 +9,7 @@ against a KV cache of past_seq entries).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -117,15 +118,30 @@ def _rope_tables(b: GraphBuilder, cfg: LlamaConfig, positions: str) -> tuple[str
     HF computes cos/sin once per forward in LlamaRotaryEmbedding; here the [max_pos, head_dim] tables
     are precomputed buffers and Gathered, which is what constant folding leaves after export.
     """
-    inv_freq = 1.0 / cfg.rope_theta ** (np.arange(0, cfg.head_dim, 2, dtype=np.float64) / cfg.head_dim)
-    freqs = np.outer(np.arange(cfg.max_pos, dtype=np.float64), inv_freq)
-    angles = np.concatenate([freqs, freqs], axis=-1)
+    if b.weights == "external":  # only the tables' shape and dtype go into the model (see b.buffer)
+        shape_only = np.broadcast_to(np.float32(0), (cfg.max_pos, cfg.head_dim))
+        values = (shape_only, shape_only)
+    else:
+        values = _rope_values(cfg.rope_theta, cfg.head_dim, cfg.max_pos)
     tables = []
-    for fn_name, fn in (("cos", np.cos), ("sin", np.sin)):
-        table = b.buffer(f"model.rotary_emb.{fn_name}_cached", fn(angles).astype(np.float32))
+    for fn_name, table_values in zip(("cos", "sin"), values, strict=True):
+        table = b.buffer(f"model.rotary_emb.{fn_name}_cached", table_values)
         rows = b.op("Gather", table, positions)
         tables.append(b.op("Unsqueeze", rows, b.const([0, 1])))
     return tables[0], tables[1]
+
+
+@functools.lru_cache(maxsize=4)
+def _rope_values(theta: float, head_dim: int, max_pos: int) -> tuple[np.ndarray, np.ndarray]:
+    """The [max_pos, head_dim] float32 cos and sin tables, computed once per process for each rotary
+    configuration (a serving sweep builds the same model's graphs several times; read-only arrays)."""
+    inv_freq = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    freqs = np.outer(np.arange(max_pos, dtype=np.float64), inv_freq)
+    angles = np.concatenate([freqs, freqs], axis=-1)
+    out = tuple(fn(angles).astype(np.float32) for fn in (np.cos, np.sin))
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _causal_mask(b: GraphBuilder, positions: str) -> str:

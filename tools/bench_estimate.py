@@ -86,6 +86,7 @@ def main() -> int:
     ap.add_argument("--module", action="store_true",
                     help="run `python -m estimator.cli` of this checkout instead of the installed `estimate`")
     ap.add_argument("--startup-only", action="store_true", help="only the start-up targets")
+    ap.add_argument("--no-symbolic", action="store_true", help="skip the free-dims (--symbolic) run")
     args = ap.parse_args()
 
     startup(args.runs)
@@ -113,7 +114,7 @@ def main() -> int:
             est = [measure(est_cmd)[0] for _ in range(args.runs)]
             floor = [measure(floor_cmd)[0] for _ in range(args.runs)]
             rss = peak_rss_mb(est_cmd)
-            sym = measure([*runner, path, "--symbolic"])[0]
+            sym = float("nan") if args.no_symbolic else measure([*runner, path, "--symbolic"])[0]
             rows.append((name, nodes, statistics.median(est), statistics.median(floor), rss, sym))
     print(f"{'model':<22}{'nodes':>7}{'estimate s':>12}{'floor s':>9}{'ratio':>7}{'peak RSS MB':>13}"
           f"{'symbolic s':>12}")

@@ -32,6 +32,7 @@ metadata, the companion kernels' launches).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,30 +204,43 @@ def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, split=a.split, **merged)
 
 
-def candidates(a: Attn, menu: FamilyMenu, hw: Hw) -> list[AttnChoice]:
-    """Every tile (prefill) or split and kernel (decode) priced for `a`."""
+def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterator[AttnChoice]:
+    """The candidates of `candidates`, priced one at a time (decode: only `split`'s when given)."""
     if a.decode:
         group = sm.num(a.heads / a.kv_heads)
-        out = []
-        for split in menu.decode_splits:
+        for s in menu.decode_splits:
+            if split is not None and s != split:
+                continue
             if sm.is_sym(group):  # NB: a free group size is priced with the MMA kernel
-                out.append(decode(a, menu, split, hw, grouped=True))
+                yield decode(a, menu, s, hw, grouped=True)
             elif hasattr(group, "shape"):
                 grouped = (group > 1) & (group <= menu.decode_max_group)
-                out.append(_merge(grouped, decode(a, menu, split, hw, True),
-                                  decode(a, menu, split, hw, False)))
+                yield _merge(grouped, decode(a, menu, s, hw, True), decode(a, menu, s, hw, False))
             else:
-                out.append(decode(a, menu, split, hw, grouped=1 < group <= menu.decode_max_group))
-        return out
+                yield decode(a, menu, s, hw, grouped=1 < group <= menu.decode_max_group)
+        return
     dk = sm.num(a.dk)
-    out = []
     for tile in menu.attention_tiles:
         c = prefill(a, tile, hw)
         if hasattr(dk, "shape"):
-            c = _merge(dk > tile.max_head_dim, AttnChoice(c.name, c.ctas, c.ctas_per_sm, c.waves, c.wave_eff,
-                                                          c.t_compute, c.t_dram, c.t_l2, c.time * 0 + 1.0),
-                       c)
-            out.append(c)
+            yield _merge(dk > tile.max_head_dim, AttnChoice(c.name, c.ctas, c.ctas_per_sm, c.waves,
+                                                            c.wave_eff, c.t_compute, c.t_dram, c.t_l2,
+                                                            c.time * 0 + 1.0), c)
         elif not sm.numeric(dk) or dk <= tile.max_head_dim:
-            out.append(c)
+            yield c
+
+
+def candidates(a: Attn, menu: FamilyMenu, hw: Hw) -> list[AttnChoice]:
+    """Every tile (prefill) or split and kernel (decode) priced for `a`."""
+    out = list(_each(a, menu, hw))
+    if a.decode:
+        return out
     return out or [prefill(a, max(menu.attention_tiles, key=lambda t: t.max_head_dim), hw)]
+
+
+def candidate(a: Attn, menu: FamilyMenu, hw: Hw, like: AttnChoice) -> AttnChoice:
+    """The candidate of `candidates(a)` named like `like` (chosen on a numeric copy of `a`), pricing only
+    it: with free dims every symbolic candidate costs sympy time, and only the chosen one is kept."""
+    split = like.split if a.decode else None
+    found = next((c for c in _each(a, menu, hw, split) if c.name == like.name), None)
+    return found if found is not None else next(c for c in candidates(a, menu, hw) if c.name == like.name)

@@ -19,7 +19,6 @@ which kernels a closed form approximates and by how much.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,6 +31,7 @@ from estimator.dtypes import itemsize
 from estimator.ir import Graph
 from estimator.tiling import attention as attn_model
 from estimator.tiling import gemm as gemm_model
+from estimator.tiling import memo
 from estimator.tiling import symmath as sm
 from estimator.tiling.l2 import effective_l2_bytes_per_s
 from estimator.tiling.menu import FamilyMenu, menu_for
@@ -86,9 +86,10 @@ def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
 
 def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
                  warm_inputs: bool | Iterable[str] = False,
-                 sass: dict | None = None) -> list[TilePlan | None]:
+                 sass: dict | None = None, keys: Sequence[Hashable] | None = None) -> list[TilePlan | None]:
     """A plan per kernel (None for every kernel when the hardware has no tile model). `sass`: node name
-    -> estimator.sass.seam.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass)."""
+    -> estimator.sass.seam.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass).
+    `keys`: each kernel's full signature; given, plans are remembered across calls (tiling/memo.py)."""
     if not tiling_supported(hw):
         return [None] * len(kernels)
     menu = menu_for(hw.family)
@@ -103,12 +104,19 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
     plans = []
     from estimator.sass.seam import for_kernel
 
-    for k, r in zip(kernels, res, strict=True):
+    for i, (k, r) in enumerate(zip(kernels, res, strict=True)):
         compiled = for_kernel(k, sass)
         key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)), compiled)
         if key not in cache:
-            make = functools.partial(plan_kernel, graph, k, hw, hwp, menu, r, compiled)
-            cache[key] = _renamed_plan(graph, k, r, cache, make) if sm.flat() else make()
+            def make(k=k, r=r, compiled=compiled) -> TilePlan:
+                return plan_kernel(graph, k, hw, hwp, menu, r, compiled)
+
+            if sm.flat():  # many unknown dims: the plan of a kernel alike up to a renaming, renamed
+                cache[key] = _renamed_plan(graph, k, r, cache, make)
+            else:
+                remember = (keys is not None and compiled is None
+                            and not (r.bytes or r.bytes_bound or r.resident))
+                cache[key] = memo.plan((memo.hw_key(hw), keys[i]), make) if remember else make()
         plans.append(cache[key])
     return plans
 
@@ -342,7 +350,7 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
     if a is None:
         return None
     best = _choose(a, lambda p: attn_model.candidates(p, menu, hwp),
-                   lambda c: next(x for x in attn_model.candidates(a, menu, hwp) if x.name == c.name))
+                   lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + (eff["split_k_s"] if best.split > 1 else 0)
     memory = sm.maximum(best.t_dram, best.t_l2)
