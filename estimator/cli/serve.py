@@ -85,6 +85,9 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     hw = hwdesc.load(resolve_arch(args.arch))
     graph, dims = load_graph(args, parse_dims(args.dim))
     sharded = shard_tp(graph, tp)
+    from estimator.cli.hf import ep_decisions
+
+    decisions = [*sharded.decisions, *ep_decisions(graph)]  # --expert-parallel's all-to-all too
     stages = None
     if args.pp and args.pp > 1:
         from passes.split_pp import split_pp
@@ -105,7 +108,8 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     )
     if args.json:
         out = to_json(result)
-        out["parallel"] = {"tp": tp, "pp": args.pp or 1, "decisions": list(sharded.decisions)}
+        out["parallel"] = {"tp": tp, "pp": args.pp or 1, "ep": getattr(args, "expert_parallel", None) or 1,
+                           "decisions": decisions}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
         print(json.dumps(out, indent=1))
@@ -116,7 +120,7 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     if args.explain:
         print(fusion_report.explain(result))
         print(f"sharding decisions (--tp {tp}):")
-        print("\n".join(f"  {d}" for d in sharded.decisions) or "  none (tp 1)")
+        print("\n".join(f"  {d}" for d in decisions) or "  none (tp 1)")
     return 0
 
 
