@@ -87,7 +87,8 @@ def _hf(tmp_path, **over):
 
 def test_cli_expert_parallel_json_and_explain(capsys, tmp_path):
     path = _hf(tmp_path)
-    args = ("--hf-config", path, "--decode", "--dim", "batch=8", "--dim", "past_seq=32", "--expert-parallel", "2")
+    args = ("--hf-config", path, "--decode", "--dim", "batch=8", "--dim", "past_seq=32",
+            "--expert-parallel", "2")
     code, out, _ = cli(capsys, *args, "--json")
     assert code == 0
     data = json.loads(out)
@@ -168,3 +169,16 @@ def test_tp_unsupported_cases_are_one_error_line(capsys, tmp_path):
                   mla=MlaSpec(32, 16, 16, 8, 16), moe=MoeSpec(8, 4, 48, shared_experts=1, router="sigmoid"))
     with pytest.raises(ShardError):  # NB: MLA attention is not sharded by --tp yet
         shard_tp(build_graph(mla, decode=True), 2)
+
+
+def test_cli_tp_with_expert_parallel(capsys, tmp_path):
+    code, out, _ = cli(capsys, "--hf-config", _hf(tmp_path), "--decode", "--dim", "batch=8", "--dim",
+                       "past_seq=32", "--tp", "2", "--expert-parallel", "2", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["parallel"]["tp"], data["parallel"]["ep"]) == (2, 2)
+    decisions = data["parallel"]["decisions"]
+    assert sum("not width-sharded" in d for d in decisions) == 2  # one per MoE layer
+    assert sum(d.startswith("expert parallel: AllToAll x2") for d in decisions) == 4
+    ops = [k["comm"]["op"] for k in data["kernels"] if "comm" in k]
+    assert ops.count("AllToAll") == 4 and ops.count("AllReduce") == 2 + 1  # o_proj x 2 layers, embedding
