@@ -10,12 +10,19 @@ Counting rules (one GPU's graph, called by passes/shard_tp.py with the group's -
 - The experts' width is split m = tp / ep ways, ep being the `group_size` of the dispatch `AllToAll`
   that feeds the block (expert parallelism, models/decoder_moe.py; 1 without one): tp % ep == 0 or an
   error. m == 1 (ep == tp): the experts are already spread by expert parallelism and stay whole.
+- Under --tp the tokens are replicated on the whole group (attention is head-parallel), so expert
+  parallelism moves no tokens: each GPU picks its own experts' pairs locally and holds partial outputs
+  of every token. The block's dispatch and combine `AllToAll` (models/decoder_moe.py) are dropped and
+  the partial outputs summed by one `AllReduce` over the tp group (EP and MoE-TP shards together), as
+  TensorRT-LLM and vLLM do without attention data parallelism. (`--expert-parallel` alone keeps the
+  all-to-all: there each GPU holds its own tokens.)
 - With m > 1 the column weight loses 2I -> 2I/m on its output axis, the row weight I -> I/m on its
   contracted axis (read off the MatMul operand each feeds), every tensor from the column MatMul to the
   row MatMul one axis (the first whose size is 2I or I), the expert biases gathered into that span on
-  axis 1, and an `AllReduce` (group_size m) of the block's combined output: the first ReduceSum after
-  the row projection (the sum over a token's k routes, tokens x hidden), or the row projection's output
-  when no such ReduceSum follows within a few ops.
+  axis 1.
+- The `AllReduce` (group_size tp) reads the block's combined output: the first ReduceSum after the row
+  projection (the sum over a token's k routes, tokens x hidden), or the row projection's output when no
+  such ReduceSum follows within a few ops.
 NB: the router and the shared experts are not touched here: the router is replicated (its scores feed a
 TopK, see shard_tp.region_of), the shared experts are a dense gated MLP that shard_tp splits like any.
 NB: a down-projection bias is added on every width shard before the all-reduce (an engine adds it once).
@@ -62,17 +69,23 @@ def _axes(operand: int, perm: tuple[int, ...]) -> tuple[int, int]:
     return perm[out], perm[inner]
 
 
-def _dispatch_group(graph: Graph, mm: Node, operand: int) -> int:
-    """group_size of the AllToAll the block's activation comes through (a few views back), else 1."""
+def _dispatch(graph: Graph, mm: Node, operand: int) -> Node | None:
+    """The AllToAll the block's activation comes through (a few views back), or None."""
     tensor = mm.inputs[1 - operand]
     for _ in range(4):
         p = producer(graph, tensor)
         if p is None:
-            return 1
+            return None
         if p.op_type == "AllToAll":
-            return int(p.attrs.get("group_size", 1))
+            return p
         tensor = p.inputs[0] if p.inputs else ""
-    return 1
+    return None
+
+
+def _dispatch_group(graph: Graph, mm: Node, operand: int) -> int:
+    """group_size of the dispatch AllToAll (1: no expert parallelism)."""
+    node = _dispatch(graph, mm, operand)
+    return 1 if node is None else int(node.attrs.get("group_size", 1))
 
 
 def find_blocks(graph: Graph) -> list[MoeBlock]:
@@ -117,18 +130,21 @@ def span(graph: Graph, cons: Consumers, block: MoeBlock) -> list[Node]:
     return list(seen.values())
 
 
-def combine_point(graph: Graph, cons: Consumers, block: MoeBlock) -> tuple[Node, str]:
-    """(node, tensor) after which the MoE-TP all-reduce goes: the first ReduceSum past the row MatMul."""
-    tensor = block.row.outputs[0]
+def combine_point(graph: Graph, cons: Consumers, block: MoeBlock) -> tuple[Node, str, list[Node]]:
+    """(node, tensor) after which the MoE all-reduce goes (the first ReduceSum past the row MatMul), and
+    the AllToAll nodes passed on the way (the combine)."""
+    tensor, passed = block.row.outputs[0], []
     for _ in range(_COMBINE_HOPS):
         readers = [n for n in cons.of(tensor) if n.op_type in _TO_COMBINE | {"ReduceSum"}]
         if len(readers) != 1:
             break
         nxt = readers[0]
         if nxt.op_type == "ReduceSum":
-            return nxt, nxt.outputs[0]
+            return nxt, nxt.outputs[0], passed
+        if nxt.op_type == "AllToAll":
+            passed.append(nxt)
         tensor = nxt.outputs[0]
-    return block.row, block.row.outputs[0]
+    return block.row, block.row.outputs[0], passed
 
 
 def shard_block(ed, block: MoeBlock, tp: int) -> str:
@@ -141,20 +157,35 @@ def shard_block(ed, block: MoeBlock, tp: int) -> str:
         raise ShardError(f"{where}: --tp {tp} is not a multiple of the expert-parallel size {block.ep} "
                          f"(MoE-TP = tp / ep)")
     m = tp // block.ep
-    if m == 1:
-        return (f"moe: {where} .. {block.row.name}: experts spread by expert parallelism {block.ep} "
-                f"(= tp), not width-sharded; no all-reduce")
+    cons = Consumers(graph)
+    after, tensor, combine = combine_point(graph, cons, block)
+    moot = [n for n in (_dispatch(graph, block.column, _gathered_operand(graph, block.column)[1]), *combine)
+            if n is not None]
+    for n in moot:  # replicated tokens: no all-to-all (see the module docstring)
+        ed.bypass(n)
+    dropped = f"; its {len(moot)} AllToAll dropped (tokens replicated under tp)" if moot else ""
+    width = "experts whole (EP = tp)"
+    if m > 1:
+        width = f"experts width-sharded MoE-TP {m} ({_shard_width(ed, cons, block, m)})"
+    ed.collective(after, "AllReduce", tensor, group=tp)
+    ep = f", expert parallelism {block.ep}" if block.ep > 1 else ""
+    return f"moe: {where} .. {block.row.name}: {width}{ep}{dropped}; AllReduce x{tp} after {after.name}"
+
+
+def _shard_width(ed, cons: Consumers, block: MoeBlock, m: int) -> str:
+    """Divide the experts' width m ways: weights, the gathered [pairs, a, b], the span, expert biases."""
+    from passes.shard_tp import ShardError
+
+    graph = ed.graph
     sizes, (c_axis, c_size), (r_axis, r_size) = width_sizes(graph, block, m)
     for size in (c_size, r_size):
         if size % m:
-            raise ShardError(f"{where}: expert width {size} is not divisible by MoE-TP {m}")
+            raise ShardError(f"{block.column.name}: expert width {size} is not divisible by MoE-TP {m}")
     ed.shard(block.column_gather.inputs[0], sizes, c_axis)
     ed.shard(block.row_gather.inputs[0], sizes, r_axis)
-    for g in (block.column_gather, block.row_gather):  # [pairs, a, b]: the same axes as the weight
-        axis = c_axis if g is block.column_gather else r_axis
+    for g, axis in ((block.column_gather, c_axis), (block.row_gather, r_axis)):  # same axes as W
         for t in g.outputs:
             ed.shard(t, sizes, axis)
-    cons = Consumers(graph)
     for n in span(graph, cons, block):
         for t in n.inputs:
             p = producer(graph, t)
@@ -164,8 +195,4 @@ def shard_block(ed, block: MoeBlock, tp: int) -> str:
         for t in n.outputs:
             if t:
                 ed.shard(t, sizes)
-    after, tensor = combine_point(graph, cons, block)
-    ed.collective(after, "AllReduce", tensor, group=m)
-    ep = f", expert parallelism {block.ep}" if block.ep > 1 else ""
-    return (f"moe: {where} .. {block.row.name}: experts width-sharded MoE-TP {m}{ep} "
-            f"({c_size} -> {c_size // m}, {r_size} -> {r_size // m}); AllReduce x{m} after {after.name}")
+    return f"{c_size} -> {c_size // m}, {r_size} -> {r_size // m}"

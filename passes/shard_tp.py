@@ -254,6 +254,11 @@ class _Editor:
                     {"group_size": group or self.tp, **attrs})
         self.after.setdefault(after.name, []).append(node)
 
+    def bypass(self, node: Node) -> None:
+        """Drop a one-in one-out node (a collective made moot); its readers read its input."""
+        del self.nodes[node.name]
+        self.rename[node.outputs[0]] = node.inputs[0]
+
     def gather_output(self, after: Node, tensor: str, sizes: dict[int, int]) -> None:
         """The graph output `tensor` becomes an AllGather (axis -1) of the local shard."""
         local = f"{tensor}/shard"

@@ -132,13 +132,20 @@ def test_tp_shards_routed_experts_by_width():
     assert any("MoE-TP 2" in d and "96 -> 48, 48 -> 24" in d for d in r.decisions)
 
 
-def test_tp_equal_to_ep_keeps_experts_whole():
+def test_tp_equal_to_ep_keeps_experts_whole_and_reduces():
+    """Under --tp every GPU holds every token: EP moves none, so the all-to-all pair goes and one
+    all-reduce of the per-token output (8 tokens x 64 x fp32 = 2 KiB) sums the GPUs' partial outputs."""
     r = shard_tp(build_graph(_ep(MOE, 2), decode=True), 2)
     s = r.graph
     assert s.tensors["model.layers.0.mlp.experts.gate_up_proj"].shape == (4, 96, 64)  # EP's 4, full width
-    assert not [n for n in _nodes(s, "AllReduce") if "experts" in n.name]
-    assert len(_nodes(s, "AllToAll")) == 4
-    assert any("expert parallelism 2 (= tp), not width-sharded" in d for d in r.decisions)
+    assert not _nodes(s, "AllToAll")
+    moe_ar = [n for n in _nodes(s, "AllReduce") if "experts" in n.name]
+    assert len(moe_ar) == 2 and {n.attrs["group_size"] for n in moe_ar} == {2}
+    res = estimate(s, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"))
+    assert {p.timing.comm["bytes"] for p in _comm(res, "AllReduce")} == {8 * 64 * 4}
+    assert sum(1 for p in res.kernels if p.kernel.kind == "moe") == 4  # still two grouped GEMMs a layer
+    assert any("experts whole (EP = tp), expert parallelism 2; its 2 AllToAll dropped" in d
+               for d in r.decisions)
 
 
 def test_tp_with_smaller_ep_shards_the_rest_by_width():
@@ -146,7 +153,7 @@ def test_tp_with_smaller_ep_shards_the_rest_by_width():
     s = r.graph
     assert s.tensors["model.layers.0.mlp.experts.gate_up_proj"].shape == (4, 48, 64)
     moe_ar = [n for n in _nodes(s, "AllReduce") if "experts" in n.name]
-    assert {n.attrs["group_size"] for n in moe_ar} == {2}  # reduces over the 2 width shards
+    assert {n.attrs["group_size"] for n in moe_ar} == {4}  # EP and width shards summed together
     with pytest.raises(ShardError, match="not a multiple of the expert-parallel size 4"):
         shard_tp(build_graph(_ep(MOE, 4), decode=True), 2)
 
@@ -178,7 +185,7 @@ def test_cli_tp_with_expert_parallel(capsys, tmp_path):
     data = json.loads(out)
     assert (data["parallel"]["tp"], data["parallel"]["ep"]) == (2, 2)
     decisions = data["parallel"]["decisions"]
-    assert sum("not width-sharded" in d for d in decisions) == 2  # one per MoE layer
-    assert sum(d.startswith("expert parallel: AllToAll x2") for d in decisions) == 4
+    assert sum("experts whole (EP = tp)" in d for d in decisions) == 2  # one per MoE layer
     ops = [k["comm"]["op"] for k in data["kernels"] if "comm" in k]
-    assert ops.count("AllToAll") == 4 and ops.count("AllReduce") == 2 + 1  # o_proj x 2 layers, embedding
+    # per layer o_proj + MoE all-reduces, and the embedding's; the all-to-all pairs are dropped
+    assert ops.count("AllToAll") == 0 and ops.count("AllReduce") == 2 * 2 + 1

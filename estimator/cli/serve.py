@@ -87,7 +87,7 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     sharded = shard_tp(graph, tp)
     from estimator.cli.hf import ep_decisions
 
-    decisions = [*sharded.decisions, *ep_decisions(graph)]  # --expert-parallel's all-to-all too
+    decisions = [*sharded.decisions, *ep_decisions(sharded.graph)]  # --expert-parallel's all-to-all
     stages = None
     if args.pp and args.pp > 1:
         from passes.split_pp import split_pp
