@@ -14,6 +14,7 @@ repeated tokens before the first grouped GEMM (dispatch) and one of the down pro
 the weighted combine (combine). Each moves this GPU's pairs, [T * k / N, hidden]: T x k x hidden x bytes
 / N per GPU, as the collective model counts an all-to-all's message (the total buffer; (N-1)/N of it
 leaves the GPU). NB: routing is taken as balanced (every GPU receives as many pairs as it sends).
+Under --tp (tokens replicated on the group) passes/shard_moe.py drops the pair for one all-reduce.
 """
 
 from __future__ import annotations

@@ -7,8 +7,10 @@ an N-way expert-parallel group: E / N experts and k / N of each token's routes (
 N, models.decoder_config.shard_experts), with the dispatch and combine all-to-all around each MoE
 layer's grouped GEMMs (com.microsoft AllToAll nodes, group_size N, models/decoder_moe.py; their shapes
 through onnxruntime's inference by estimator/frontends/collective_shapes.py), priced by the collective
-model (estimator/serve/collectives.py) like any collective kernel. N must divide E and top-k (one
-`error:` line otherwise). `ep_decisions` lists what was done, for --explain and the JSON "parallel" key.
+model (estimator/serve/collectives.py) like any collective kernel. Each GPU holds its own tokens there
+(attention data-parallel); with --tp the tokens are replicated and passes/shard_moe.py turns the pair
+into one all-reduce. N must divide E and top-k (one `error:` line otherwise). `ep_decisions` lists
+what was done, for --explain and the JSON "parallel" key.
 """
 
 from __future__ import annotations
@@ -87,5 +89,5 @@ def ep_decisions(graph) -> list[str]:
             t = graph.tensors[n.inputs[0]]
             shape = " x ".join(str(d) for d in t.shape) if t.shape is not None else "?"
             lines.append(f"expert parallel: AllToAll x{n.attrs.get('group_size')} {n.name} of [{shape}] "
-                         f"{t.dtype} (one GPU's routed pairs x hidden)")
+                         f"(one GPU's routed pairs x hidden)")
     return lines
