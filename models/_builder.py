@@ -179,6 +179,8 @@ class GraphBuilder:
         model.ir_version = IR_VERSION
         model.producer_name = "gpu-inference-estimator.models"
         model.opset_import.append(helper.make_opsetid("", OPSET))
+        domains = sorted({n.domain for n in self._nodes} - {"", "ai.onnx"})  # e.g. com.microsoft collectives
+        model.opset_import.extend(helper.make_opsetid(d, 1) for d in domains)
         model.doc_string = doc
         graph = model.graph
         graph.name = self.model_name

@@ -21,18 +21,23 @@ class MoeSpec:
     router: str = "softmax"  # softmax then top-k ("softmax"), top-k then softmax ("topk_softmax"),
     #                          sigmoid with a bias (DeepSeek's "sigmoid")
     expert_bias: bool = False  # gpt-oss: biases on the expert projections and the router
-    # EP: this GPU's share (see `shard_experts`). NB: the all-to-all dispatch / combine is not in the
-    # graph yet (onnxruntime's shape inference stops at a com.microsoft AllToAll): the serving issue's
-    # communication model prices it from this field.
+    # EP: this GPU's share (see `shard_experts`); the builder puts the dispatch and combine all-to-all
+    # (com.microsoft AllToAll, group_size expert_parallel) around the expert projections.
     expert_parallel: int = 1
 
 
 def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
     """One GPU's share under expert parallelism EP: E / EP experts and, on average, k / EP of each
-    token's routes (the same expected active experts per GPU: (E/EP)(1 - (1 - k/E)^T))."""
-    if moe.experts % ep or moe.top_k % ep:
-        raise ValueError(f"expert parallelism {ep} must divide the {moe.experts} experts and "
-                         f"top-k {moe.top_k}")
+    token's routes (the same expected active experts per GPU: (E/EP)(1 - (1 - k/E)^T)).
+    NB: k / EP routes per token needs EP to divide top-k too (a GPU's expected share of a token's k
+    routes, written as a whole number of routes)."""
+    if moe.expert_parallel != 1:
+        raise ValueError(f"the experts are already sharded (expert parallelism {moe.expert_parallel})")
+    if moe.experts % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide the {moe.experts} experts")
+    if moe.top_k % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide top-k {moe.top_k} (each GPU takes "
+                         f"k / {ep} of a token's routes)")
     return MoeSpec(moe.experts // ep, moe.top_k // ep, moe.ffn, moe.shared_experts, moe.first_dense,
                    moe.router, moe.expert_bias, expert_parallel=ep)
 

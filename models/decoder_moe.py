@@ -6,6 +6,15 @@ hidden], GatherND) and multiplies it by the token (a batched MatMul), the gate i
 matrix gathered and multiplied the same way, the pairs weighted and summed back per token; shared
 experts (DeepSeek) are a dense gated MLP added on top. passes/fuse_moe.py turns each gathered
 projection into a grouped GEMM that reads each active expert once.
+
+Expert parallelism (MoeSpec.expert_parallel = N > 1, see models.decoder_config.shard_experts): the graph is
+one GPU's share (E / N experts, k / N routes per token, the router still scores all E experts), and the
+token pairs travel as the serving engines move them: a `com.microsoft` `AllToAll` (group_size N) of the
+repeated tokens before the first grouped GEMM (dispatch) and one of the down projection's output before
+the weighted combine (combine). Each moves this GPU's pairs, [T * k / N, hidden]: T x k x hidden x bytes
+/ N per GPU, as the collective model counts an all-to-all's message (the total buffer; (N-1)/N of it
+leaves the GPU). NB: routing is taken as balanced (every GPU receives as many pairs as it sends).
+Under --tp (tokens replicated on the group) passes/shard_moe.py drops the pair for one all-reduce.
 """
 
 from __future__ import annotations
@@ -14,14 +23,17 @@ from models._builder import FLOAT, GraphBuilder
 from models.decoder_blocks import activation, gated_mlp
 from models.decoder_config import DecoderConfig
 
+COMM_DOMAIN = "com.microsoft"
+
 
 def _router(b: GraphBuilder, cfg: DecoderConfig, prefix: str, tokens: str) -> tuple[str, str]:
     """(routing weights [T, k], expert ids [T, k]) from tokens [T, hidden]."""
     m = cfg.moe
-    w = b.weight(f"{prefix}.gate.weight", [m.experts, cfg.hidden])
+    routed = m.experts * m.expert_parallel  # the router scores every expert, held here or not
+    w = b.weight(f"{prefix}.gate.weight", [routed, cfg.hidden])
     logits = b.op("Gemm", tokens, w, transB=1)
     if m.expert_bias:
-        logits = b.op("Add", logits, b.weight(f"{prefix}.gate.bias", [m.experts], init="zeros"))
+        logits = b.op("Add", logits, b.weight(f"{prefix}.gate.bias", [routed], init="zeros"))
     k = b.const([m.top_k])
     if m.router == "topk_softmax":  # gpt-oss, Mixtral: top-k of the logits, softmax over the k
         top, ids = b.op("TopK", logits, k, axis=-1, outputs=2)
@@ -29,7 +41,7 @@ def _router(b: GraphBuilder, cfg: DecoderConfig, prefix: str, tokens: str) -> tu
     if m.router == "sigmoid":  # DeepSeek-V3: sigmoid scores, a bias picks, the raw scores weigh
         # NB: the group-limited selection (n_group / topk_group) is a few tiny ops more, not written.
         scores = b.op("Sigmoid", logits)
-        biased = b.op("Add", scores, b.weight(f"{prefix}.gate.e_score_correction_bias", [m.experts]))
+        biased = b.op("Add", scores, b.weight(f"{prefix}.gate.e_score_correction_bias", [routed]))
         _, ids = b.op("TopK", biased, k, axis=-1, outputs=2)
         top = b.op("GatherElements", scores, ids, axis=1)
     else:  # softmax over all experts, then top-k (Qwen3-MoE)
@@ -45,6 +57,11 @@ def _expert_projection(b: GraphBuilder, x: str, weight: str, bias: str | None, r
     return y if bias is None else b.op("Add", y, b.op("GatherND", bias, rows))
 
 
+def all_to_all(b: GraphBuilder, x: str, group: int) -> str:
+    """x through a com.microsoft AllToAll over `group` GPUs (the identity for one GPU)."""
+    return x if group == 1 else b.op("AllToAll", x, domain=COMM_DOMAIN, group_size=group)
+
+
 def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
     m = cfg.moe
     tokens = b.op("Reshape", h, b.const([-1, cfg.hidden]))  # [T, hidden]
@@ -52,6 +69,7 @@ def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
     with b.scope("experts"):
         repeated = b.op("Reshape", b.op("Expand", b.op("Unsqueeze", tokens, b.const([1])),
                                         b.const([1, m.top_k, 1])), b.const([-1, cfg.hidden]))  # [T*k, hidden]
+        repeated = all_to_all(b, repeated, m.expert_parallel)  # dispatch: pairs to their experts' GPUs
         rows = b.op("Unsqueeze", b.op("Reshape", ids, b.const([-1])), b.const([1]))  # [T*k, 1]
         gate_up = b.weight(f"{prefix}.experts.gate_up_proj", [m.experts, 2 * m.ffn, cfg.hidden])
         down = b.weight(f"{prefix}.experts.down_proj", [m.experts, cfg.hidden, m.ffn])
@@ -61,6 +79,7 @@ def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
         y = _expert_projection(b, repeated, gate_up, biases[0], rows)
         gate, up = b.op("Split", y, b.const([m.ffn, m.ffn]), axis=1, outputs=2)
         y = _expert_projection(b, b.op("Mul", activation(b, gate, cfg.act), up), down, biases[1], rows)
+        y = all_to_all(b, y, m.expert_parallel)  # combine: each pair's output back to its token's GPU
         pair_w = b.op("Unsqueeze", b.op("Reshape", weights, b.const([-1])), b.const([1]))
         y = b.op("Mul", y, b.op("Cast", pair_w, to=FLOAT))
         per_token = b.op("Reshape", y, b.const([-1, m.top_k, cfg.hidden]))

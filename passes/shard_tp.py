@@ -19,6 +19,9 @@ Counting rules (one GPU's graph, every GPU of the group runs the same):
   (biases) get exactly one axis divided: the first axis whose size is a sharded width (H*d, K*d, H, K,
   I, (H+2K)*d); column weights lose that width on their output axis, row weights on their input axis.
 - After each row linear an `AllReduce` (com.microsoft, group_size tp) of its output (tokens x hidden).
+- Routed experts (gathered rank-3 expert weights, no linears here) are passes/shard_moe.py's: width-
+  sharded by MoE-TP = tp / ep with an AllReduce after the per-token combine; a router (a linear whose
+  scores feed a TopK over its width) is replicated.
 - The embedding (a Gather of a 2-D weight by an integer graph input) is vocabulary-parallel: V/tp rows
   per GPU and an `AllReduce` of its output. The lm_head (a linear writing a graph output) is column-
   parallel by vocabulary: V/tp columns and an `AllGather` (axis -1) of the logits.
@@ -39,6 +42,7 @@ from estimator.errors import UserError
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import ATTENTION, NORMALIZATION, REDUCTION
 from passes.graph_edit import Consumers
+from passes.shard_moe import find_blocks, shard_block
 
 COMM_DOMAIN = "com.microsoft"
 _INT_DTYPES = ("int32", "int64")
@@ -95,6 +99,8 @@ def region_of(graph: Graph, cons: Consumers, start: Node) -> tuple[set[str], lis
                 continue
             if n.op_type in REDUCTION | NORMALIZATION and _reduces_width(graph, n, width):
                 return region, [], f"{n.op_type} {n.name} normalises over its output width {width}"
+            if n.op_type == "TopK" and _reduces_width(graph, n, width):  # a MoE router: replicated
+                return region, [], f"TopK {n.name} selects over its output width {width}"
             region.add(n.name)
             stack.extend(o for o in n.outputs if o)
     return region, list(reached.values()), None if reached else "its output reaches no other linear"
@@ -238,15 +244,20 @@ class _Editor:
             self.done.add(name)
             self.tensors[name] = shard_tensor(self.tensors[name], sizes, axis)
 
-    def collective(self, after: Node, op: str, tensor: str, **attrs) -> None:
+    def collective(self, after: Node, op: str, tensor: str, group: int | None = None, **attrs) -> None:
         """Insert `op` reading `tensor` right after `after`; readers of `tensor` read its output."""
         out = f"{tensor}/{op.lower()}"
         src = self.tensors[tensor]
         self.tensors[out] = replace(src, name=out)
         self.rename[tensor] = out
         node = Node(f"{after.name}/{op}", op, COMM_DOMAIN, (tensor,), (out,),
-                    {"group_size": self.tp, **attrs})
+                    {"group_size": group or self.tp, **attrs})
         self.after.setdefault(after.name, []).append(node)
+
+    def bypass(self, node: Node) -> None:
+        """Drop a one-in one-out node (a collective made moot); its readers read its input."""
+        del self.nodes[node.name]
+        self.rename[node.outputs[0]] = node.inputs[0]
 
     def gather_output(self, after: Node, tensor: str, sizes: dict[int, int]) -> None:
         """The graph output `tensor` becomes an AllGather (axis -1) of the local shard."""
@@ -320,11 +331,13 @@ def shard_tp(graph: Graph, tp: int) -> ShardResult:
     if tp == 1:
         return ShardResult(graph, False, ())
     groups, heads = find_groups(graph)
-    if not groups:
+    blocks = find_blocks(graph)
+    if not groups and not blocks:
         raise ShardError(f"--tp {tp}: no column-/row-parallel MatMul pair found in {graph.name!r} "
                          "(expected Q/K/V -> attention -> O and gate/up -> down)")
     ed = _Editor(graph, tp)
     decisions = [_shard_group(ed, g) for g in groups]
+    decisions += [shard_block(ed, b, tp) for b in blocks]  # routed experts (passes/shard_moe.py)
     for emb in _embeddings(graph):
         vocab = int(graph.tensors[emb.inputs[0]].shape[0])
         if vocab % tp:

@@ -192,4 +192,4 @@ def test_expert_parallel_prices_one_gpus_share(capsys, tmp_path):
     expert = 3 * 64 * 32 * 4
     assert totals["1"] - totals["2"] == pytest.approx(expert, rel=0.05)  # 2 experts read -> 1
     code, _, err = cli(capsys, "--hf-config", str(path), "--expert-parallel", "3")
-    assert_one_error_line(code, err, "must divide the 8 experts")
+    assert_one_error_line(code, err, "does not divide the 8 experts")

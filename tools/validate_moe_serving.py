@@ -9,16 +9,20 @@ every step in steady state: B / osl requests finish per step, so as many arrive,
 tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes 128 -> 512: 0.5 x a
 ~160 ms prefill, as this predicts). The KV cache is appended in place (the decode graph's Concat of
 past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
-- tensor parallelism TP: query/KV heads, the dense MLP, the LM head split TP ways (KV heads at least 1);
-- MoE: expert parallelism EP holds E / EP experts per GPU and sees T * k / EP of the routed pairs
-  (a config with E / EP experts and top-k / EP routes the same expected active experts per GPU);
-  moe_tp splits each expert's width;
+Each row is priced on one GPU of its deployment through the same passes as `estimate --tp N
+--expert-parallel M`: the experts sharded by expert parallelism EP (models.decoder_config.shard_experts:
+E / EP experts, k / EP routes, the dispatch and combine AllToAll around the grouped GEMMs), then
+passes/shard_tp.py at TP (heads, dense MLP, vocabulary; the experts width-sharded by MoE-TP = TP / EP,
+which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all priced by the collective
+model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
+eager). Each table also gives the error without the communication kernels (the figures before they
+were priced).
 - precision: the row's (fp8 -> fp8; empty -> bf16); gpt-oss's MXFP4 weights are priced as fp8 (NB: H100
   has no fp4 tensor cores; vLLM runs them through a W4A16 kernel, which reads half of fp8's bytes).
-NB: no all-reduce / all-to-all (the communication model is issue 17's), no scheduler or sampling time,
-and disaggregated rows are left out. Targets: Qwen3-32B median |error| <= 12%, the MoE models <= 20%.
+NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
+|error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...]
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady]
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import gzip
 import statistics
 import sys
 from collections import defaultdict
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,13 +49,14 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
 
 
-def shard(cfg, tp: int, ep: int, moe_tp: int):
-    """One GPU's share of `cfg` (see the module docstring)."""
-    moe = cfg.moe
-    if moe is not None:
-        moe = replace(moe, experts=moe.experts // ep, top_k=max(1, moe.top_k // ep), ffn=moe.ffn // moe_tp)
-    return replace(cfg, num_heads=cfg.num_heads // tp, num_kv_heads=max(1, cfg.num_kv_heads // tp),
-                   ffn=cfg.ffn // tp, vocab=cfg.vocab // tp, moe=moe)
+def sharded_graphs(cfg, tp: int, ep: int):
+    """(decode, prefill) graphs of one GPU under TP and EP, through the passes `estimate` uses."""
+    from estimator.cli.hf import expert_parallel
+    from estimator.frontends.hf_config import build_graph
+    from passes.shard_tp import shard_tp
+
+    cfg = expert_parallel(cfg, ep)
+    return tuple(shard_tp(build_graph(cfg, decode=decode), tp).graph for decode in (True, False))
 
 
 def _kernel_sum(result, keep):
@@ -68,29 +72,32 @@ def _kernel_sum(result, keep):
     return sympy.lambdify([dim(free[0].name)], total, "numpy")
 
 
-def _not_cache_copy(graph, kernel) -> bool:
-    node = graph.node(kernel.name)
-    return not (node.op_type == "Concat" and any(t.startswith("past_key_values.") for t in node.inputs))
+def _both(result):
+    """(with, without the communication kernels): each a function of the one free dim."""
+    return (_kernel_sum(result, lambda g, k: True),
+            _kernel_sum(result, lambda g, k: k.kind != "communication"))
 
 
-def _decode_step(graph, hw, precision: str, batches: set[int]) -> dict:
-    """batch -> (past_seq -> seconds of one decode step): tiles chosen at the bound batch."""
+def _decode_step(graph, hw, precision: str, batches: set[int], framework: str) -> dict:
+    """batch -> (with comm, without) functions past_seq -> seconds of one decode step (tiles chosen at
+    the bound batch; CUDA-graphed collectives)."""
     from estimator.estimate import estimate
     from passes import pipeline_for
 
-    return {b: _kernel_sum(estimate(graph, hw, precision=precision, dims={"batch": b},
-                                    pipeline=pipeline_for("tensorrt"), tiling=True), _not_cache_copy)
+    return {b: _both(estimate(graph, hw, precision=precision, dims={"batch": b},
+                              pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework))
             for b in sorted(batches)}
 
 
-def _prefill(graph, hw, precision: str):
-    """isl -> seconds of one request's prefill (batch 1)."""
+def _prefill(graph, hw, precision: str, framework: str):
+    """(with comm, without) functions isl -> seconds of one request's prefill (batch 1, eager
+    collectives)."""
     from estimator.estimate import estimate
     from passes import pipeline_for
 
-    r = estimate(graph, hw, precision=precision, dims={"batch": 1}, pipeline=pipeline_for("tensorrt"),
-                 tiling=True)
-    return _kernel_sum(r, lambda g, k: True)
+    return _both(estimate(graph, hw, precision=precision, dims={"batch": 1},
+                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework,
+                          comm_graphed=False))
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -109,7 +116,6 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     import hwdesc
-    from estimator.frontends.hf_config import build_graph
     from models.named_configs import NAMED
 
     hw = hwdesc.load("h100-sxm")
@@ -120,31 +126,43 @@ def main(argv: list[str] | None = None) -> int:
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
             precision = "fp8" if r["precision"] in ("fp8", "fp4") else "bf16"
-            key = (_int(r, "tp_size"), _int(r, "moe_ep_size"), _int(r, "moe_tp_size"), precision)
+            tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
+            if NAMED[name].moe is None:
+                ep = 1
+            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, r["backend"])
             groups[key].append(r)
         errors_by_key = {}
-        for (tp, ep, moe_tp, precision), grp in sorted(groups.items()):
-            cfg = shard(NAMED[name], tp, ep, moe_tp)
+        for (tp, ep, moe_tp, precision, backend), grp in sorted(groups.items()):
+            if NAMED[name].moe is not None and moe_tp * ep != tp:
+                print(f"  skipped {len(grp)} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}", file=sys.stderr)
+                continue
+            decode, prefill_graph = sharded_graphs(NAMED[name], tp, ep)
             batches = {int(r["batch_size"]) for r in grp}
-            step = _decode_step(build_graph(cfg, decode=True), hw, precision, batches)
-            prefill = _prefill(build_graph(cfg), hw, precision) if args.steady else (lambda isl: 0.0)
-            est = np.array([step[int(r["batch_size"])](float(r["isl"]) + float(r["osl"]) / 2)
-                            + int(r["batch_size"]) / float(r["osl"]) * prefill(float(r["isl"]))
-                            for r in grp]) * 1e3
+            step = _decode_step(decode, hw, precision, batches, backend)
+            prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
-            errors_by_key[(tp, ep, moe_tp, precision)] = (est - meas) / meas
-        all_err = np.concatenate(list(errors_by_key.values()))
+            errs = []
+            for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
+                est = np.array([step[int(r["batch_size"])][i](float(r["isl"]) + float(r["osl"]) / 2)
+                                + (int(r["batch_size"]) / float(r["osl"]) * prefill[i](float(r["isl"]))
+                                   if prefill else 0.0)
+                                for r in grp]) * 1e3
+                errs.append((est - meas) / meas)
+            errors_by_key[(tp, ep, moe_tp, precision, backend)] = errs
+        all_err = np.concatenate([e[0] for e in errors_by_key.values()])
+        no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
         med = float(statistics.median(np.abs(all_err)))
         ok = med <= TARGETS[name]
         failed |= not ok
         print(f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
-              f"{'ok' if ok else 'MISSED'}")
-        print(f"  {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>5} {'rows':>5} {'median err':>11} "
-              f"{'median |err|':>13}")
-        for (tp, ep, moe_tp, precision), err in errors_by_key.items():
-            signed, absolute = float(np.median(err)), float(np.median(np.abs(err)))
-            print(f"  {tp:>3} {ep:>3} {moe_tp:>6} {precision:>5} {len(err):>5} {signed:>11.1%} "
-                  f"{absolute:>13.1%}")
+              f"{'ok' if ok else 'MISSED'}; without the communication kernels "
+              f"{float(statistics.median(np.abs(no_comm))):.1%}")
+        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>5} {'rows':>5} "
+              f"{'median err':>11} {'median |err|':>13} {'no-comm err':>12} {'no-comm |err|':>14}")
+        for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items():
+            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>5} {len(err):>5} "
+                  f"{float(np.median(err)):>11.1%} {float(np.median(np.abs(err))):>13.1%} "
+                  f"{float(np.median(bare)):>12.1%} {float(np.median(np.abs(bare))):>14.1%}")
     return 1 if failed else 0
 
 

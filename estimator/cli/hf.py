@@ -1,11 +1,16 @@
 """`estimate --hf-config config.json [--decode]`: price the decoder a transformers config describes,
 built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
 
-`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider) prices one GPU's
-share: E / N experts and k / N of each token's routes (MoeSpec.expert_parallel = N). NB: the
-all-to-all dispatch and combine are not priced: that is the seam for the communication model of
-estimator/serve/collectives.py (issue 17). Inserting them as com.microsoft AllToAll nodes was tried:
-onnxruntime's symbolic shape inference stops at the unknown op, so they need a shape rule first.
+`--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider), with --hf-config
+or a bundled MoE model (`--model qwen3-235b-a22b[-decode]`, models/named_configs.py), prices one GPU of
+an N-way expert-parallel group: E / N experts and k / N of each token's routes (MoeSpec.expert_parallel =
+N, models.decoder_config.shard_experts), with the dispatch and combine all-to-all around each MoE
+layer's grouped GEMMs (com.microsoft AllToAll nodes, group_size N, models/decoder_moe.py; their shapes
+through onnxruntime's inference by estimator/frontends/collective_shapes.py), priced by the collective
+model (estimator/serve/collectives.py) like any collective kernel. Each GPU holds its own tokens there
+(attention data-parallel); with --tp the tokens are replicated and passes/shard_moe.py turns the pair
+into one all-reduce. N must divide E and top-k (one `error:` line otherwise). `ep_decisions` lists
+what was done, for --explain and the JSON "parallel" key.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --hf-config: one decode step against a KV cache of past_seq (default: prefill)")
     # NB: the issue's `--ep N`; --ep is taken by --validate (the onnxruntime execution provider)
     p.add_argument("--expert-parallel", dest="expert_parallel", type=int, default=None, metavar="N",
-                   help="expert parallelism degree (validated; the all-to-all is not priced yet)")
+                   help="expert parallelism: one GPU's E/N experts, with the dispatch and combine "
+                        "all-to-all of each MoE layer (--hf-config or a bundled MoE model)")
 
 
 def run(args: argparse.Namespace) -> int | None:
@@ -32,22 +38,56 @@ def run(args: argparse.Namespace) -> int | None:
         raise UserError("--decode goes with --hf-config (bundled models have a -decode twin)")
     if args.expert_parallel is not None and args.expert_parallel < 1:
         raise UserError("--expert-parallel must be a positive integer")
+    if args.expert_parallel and args.expert_parallel > 1 and not (args.hf_config or args.model_name):
+        raise UserError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     return None
+
+
+def expert_parallel(cfg, ep: int | None):
+    """`cfg` with one GPU's expert share under expert parallelism `ep` (None or 1: `cfg` itself)."""
+    from dataclasses import replace
+
+    from models.decoder_config import shard_experts
+
+    if not ep or ep == 1:
+        return cfg
+    if cfg.moe is None:
+        raise UserError("--expert-parallel needs a mixture-of-experts model")
+    try:
+        return replace(cfg, moe=shard_experts(cfg.moe, ep))
+    except ValueError as exc:
+        raise UserError(f"--expert-parallel: {exc}") from None
 
 
 def load_hf_graph(args: argparse.Namespace):
     """The graph of --hf-config (one GPU's expert share under --expert-parallel)."""
-    from dataclasses import replace
-
     from estimator.frontends import hf_config
-    from models.decoder_config import shard_experts
 
-    cfg = hf_config.load(args.hf_config)
-    if args.expert_parallel is not None and args.expert_parallel > 1:
-        if cfg.moe is None:
-            raise UserError("--expert-parallel needs a mixture-of-experts model")
-        try:
-            cfg = replace(cfg, moe=shard_experts(cfg.moe, args.expert_parallel))
-        except ValueError as exc:
-            raise UserError(f"--expert-parallel: {exc}") from None
+    cfg = expert_parallel(hf_config.load(args.hf_config), args.expert_parallel)
     return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}")
+
+
+def load_named_graph(args: argparse.Namespace, name: str):
+    """A bundled config-driven decoder (models/named_configs.py) under --expert-parallel."""
+    from estimator.frontends.onnx_import import import_model
+    from models import decoder, named_configs
+
+    base = name.removesuffix("-decode")
+    if base not in named_configs.NAMED:
+        raise UserError(f"--expert-parallel: {name} is not a bundled MoE decoder "
+                        f"(those are {', '.join(n for n, c in named_configs.NAMED.items() if c.moe)})")
+    cfg = expert_parallel(named_configs.NAMED[base], args.expert_parallel)
+    mode = "decode" if name.endswith("-decode") else "prefill"
+    return import_model(decoder.build(name, cfg, mode, weights="external"))
+
+
+def ep_decisions(graph) -> list[str]:
+    """One line per MoE layer's expert-parallel all-to-all pair (dispatch, combine), read off the graph."""
+    lines = []
+    for n in graph.topo_nodes():
+        if n.op_type == "AllToAll" and n.domain == "com.microsoft":
+            t = graph.tensors[n.inputs[0]]
+            shape = " x ".join(str(d) for d in t.shape) if t.shape is not None else "?"
+            lines.append(f"expert parallel: AllToAll x{n.attrs.get('group_size')} {n.name} of [{shape}] "
+                         f"(one GPU's routed pairs x hidden)")
+    return lines

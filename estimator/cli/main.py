@@ -171,7 +171,12 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
             known = ", ".join(sorted(models.MODELS))
             raise UsageError(f"unknown model {args.model_name!r}; known: {known}")
         spec = models.MODELS[args.model_name]
-        graph = import_model(spec.build())
+        if (getattr(args, "expert_parallel", None) or 1) > 1:  # estimator/cli/hf.py
+            from estimator.cli.hf import load_named_graph
+
+            graph = load_named_graph(args, args.model_name)
+        else:
+            graph = import_model(spec.build())
         if not args.symbolic:
             dims = {**spec.default_dims, **dims}
         return graph, dims
@@ -185,6 +190,8 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         from estimator.cli.pytorch import load_torch_graph
 
         return load_torch_graph(args), dims
+    if (getattr(args, "expert_parallel", None) or 1) > 1:
+        raise UsageError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     if not args.model_path:
         raise UsageError("no model: give a path to an .onnx file or --model NAME (see --list-models)")
     if args.model_path.endswith((".mlir", ".mlirbc")):  # torch-dialect MLIR (frontends/mlir_import.py)
@@ -248,14 +255,22 @@ def run(argv: list[str] | None) -> int:
     from estimator.study.closed_form import closed_form
 
     cf = closed_form(result) if result.symbolic else None  # free dims: how exact the formulas are
+    from estimator.cli.hf import ep_decisions
+
+    ep = ep_decisions(graph)  # --expert-parallel: the all-to-all it inserted
     if args.json:
-        print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {})}, indent=1))
+        parallel = {"parallel": {"tp": 1, "pp": 1, "ep": args.expert_parallel, "decisions": ep}} if ep else {}
+        print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel},
+                         indent=1))
     elif args.symbolic:
         print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:
         print(to_table(result, args.top))
     if args.explain:
         print(fusion_report.explain(result))
+        if ep:
+            print(f"sharding decisions (--expert-parallel {args.expert_parallel}):")
+            print("\n".join(f"  {d}" for d in ep))
     return 0
 
 

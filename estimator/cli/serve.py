@@ -91,6 +91,9 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     sharded = shard_tp(graph, tp)
     if args.report_wanted and args.pp and args.pp > 1:
         raise UsageError("--recommend/--report/--trace with --pp are not supported yet; use --tp alone")
+    from estimator.cli.hf import ep_decisions
+
+    decisions = [*sharded.decisions, *ep_decisions(sharded.graph)]  # --expert-parallel's all-to-all
     stages = None
     if args.pp and args.pp > 1:
         from passes.split_pp import split_pp
@@ -119,7 +122,8 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
         )
     if args.json:
         out = to_json(result)
-        out["parallel"] = {"tp": tp, "pp": args.pp or 1, "decisions": list(sharded.decisions)}
+        out["parallel"] = {"tp": tp, "pp": args.pp or 1, "ep": getattr(args, "expert_parallel", None) or 1,
+                           "decisions": decisions}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
         if ctx is not None:
@@ -137,7 +141,7 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
     if args.explain:
         print(fusion_report.explain(result))
         print(f"sharding decisions (--tp {tp}):")
-        print("\n".join(f"  {d}" for d in sharded.decisions) or "  none (tp 1)")
+        print("\n".join(f"  {d}" for d in decisions) or "  none (tp 1)")
     return 0
 
 
