@@ -21,11 +21,10 @@ from __future__ import annotations
 import sympy
 
 from estimator.ir import Graph, Node
+from passes.fuse_patterns import run_matcher
 from passes.graph_edit import (
     Consumers,
     Group,
-    Refusal,
-    apply_groups,
     convexity_violation,
     is_fused,
     is_host,
@@ -137,17 +136,6 @@ def match(graph: Graph, cons: Consumers, gather: Node) -> Group | str | None:
 
 @register_pass(RULE)
 def fuse_moe(graph: Graph) -> PassResult:
-    cons = Consumers(graph)
-    groups, refusals, taken = [], [], set()
-    for node in graph.topo_nodes():
-        if node.name in taken or node.op_type not in GATHERS:
-            continue
-        found = match(graph, cons, node)
-        if isinstance(found, str):
-            refusals.append(Refusal(RULE, (node.name,), found))
-        elif found is not None and not found.names & taken:
-            groups.append(found)
-            taken |= found.names
-    if not groups:
-        return PassResult(graph, False, tuple(refusals))
-    return PassResult(apply_groups(graph, groups), True, tuple(refusals))
+    """Every gathered-expert pattern (anchored at its weight Gather) becomes one grouped-GEMM kernel."""
+    return run_matcher(graph, RULE, lambda g, cons, node: match(g, cons, node) if node.op_type in GATHERS
+                       else None)

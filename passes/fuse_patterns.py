@@ -73,7 +73,9 @@ def match_swiglu(graph: Graph, cons: Consumers, sig: Node) -> Group | str | None
     return reason or Group("fuse-swiglu", frozenset(names), "elementwise", anchor=gate.name)
 
 
-def _run(graph: Graph, rule: str, matcher) -> PassResult:
+def run_matcher(graph: Graph, rule: str, matcher) -> PassResult:
+    """Apply `matcher(graph, consumers, node) -> Group | reason | None` at every unfused node in
+    topological order, taking each node into one group at most."""
     cons = Consumers(graph)
     groups, refusals, taken = [], [], set()
     for node in graph.topo_nodes():
@@ -98,9 +100,9 @@ def _any_rotary(graph: Graph, cons: Consumers, node: Node) -> Group | str | None
 
 @register_pass("fuse-rotary")
 def fuse_rotary(graph: Graph) -> PassResult:
-    return _run(graph, "fuse-rotary", _any_rotary)
+    return run_matcher(graph, "fuse-rotary", _any_rotary)
 
 
 @register_pass("fuse-swiglu")
 def fuse_swiglu(graph: Graph) -> PassResult:
-    return _run(graph, "fuse-swiglu", match_swiglu)
+    return run_matcher(graph, "fuse-swiglu", match_swiglu)
