@@ -31,6 +31,7 @@ from passes.graph_edit import (
     is_host,
     is_weight,
     producer,
+    upstream,
 )
 from passes.mask_window import window_left
 from passes.pipeline import PassResult, register_pass
@@ -164,15 +165,8 @@ def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:
     """NB: a heuristic, since mask values are run-time data. A mask is taken as causal when what builds
     it contains a Trilu, a comparison of two position (Range-derived) tensors, or a square 2-D buffer
     whose name says causal/tril/bias/mask (GPT-2's `attn.bias`)."""
-    seen: set[str] = set()
-    frontier = list(masks)
-    while frontier and len(seen) < budget:
-        t = frontier.pop()
-        if t in seen:
-            continue
-        seen.add(t)
+    for t, p in upstream(graph, masks, budget):
         info = graph.tensors.get(t)
-        p = producer(graph, t)
         if p is None:
             if (
                 info is not None
@@ -188,24 +182,11 @@ def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:
             return True
         if p.op_type in COMPARISONS and all(_from_range(graph, i) for i in p.inputs[:2]):
             return True
-        frontier.extend(i for i in p.inputs if i)
     return False
 
 
 def _from_range(graph: Graph, tensor: str, budget: int = 24) -> bool:
-    seen, frontier = set(), [tensor]
-    while frontier and len(seen) < budget:
-        t = frontier.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        p = producer(graph, t)
-        if p is None:
-            continue
-        if p.op_type == "Range":
-            return True
-        frontier.extend(i for i in p.inputs if i)
-    return False
+    return any(p is not None and p.op_type == "Range" for _, p in upstream(graph, [tensor], budget))
 
 
 def kv_group(graph: Graph, kv: tuple, preps: tuple[list[Node], list[Node]]) -> int:

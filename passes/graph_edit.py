@@ -10,7 +10,7 @@ carries `attention` (the flash-attention core, see estimator/fused.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,22 @@ class Consumers:
 def producer(graph: Graph, tensor: str) -> Node | None:
     name = graph.producer.get(tensor)
     return None if name is None else graph.node(name)
+
+
+def upstream(graph: Graph, tensors, budget: int) -> Iterator[tuple[str, Node | None]]:
+    """(tensor, its producer or None) for `tensors` and what they are computed from, depth first, each
+    tensor once, at most `budget` tensors: the bounded backward walk of the mask and band checks."""
+    seen: set[str] = set()
+    frontier = list(tensors)
+    while frontier and len(seen) < budget:
+        t = frontier.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        p = producer(graph, t)
+        yield t, p
+        if p is not None:
+            frontier.extend(i for i in p.inputs if i)
 
 
 def is_host(graph: Graph, tensor: str) -> bool:

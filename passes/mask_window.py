@@ -13,7 +13,7 @@ tensors where one side passes through Sub / Add of a host scalar is taken as the
 from __future__ import annotations
 
 from estimator.ir import Graph
-from passes.graph_edit import is_host, producer
+from passes.graph_edit import is_host, producer, upstream
 
 STRICT = frozenset({"Less", "Greater"})
 LOOSE = frozenset({"LessOrEqual", "GreaterOrEqual"})
@@ -47,20 +47,10 @@ def _offset(graph: Graph, tensor: str, budget: int = 6) -> float | None:
 
 def window_left(graph: Graph, masks: list[str], budget: int = 96) -> int | None:
     """Keys left of the query that a banded mask built from `masks` keeps, or None (no band)."""
-    seen: set[str] = set()
-    frontier = list(masks)
-    while frontier and len(seen) < budget:
-        t = frontier.pop()
-        if t in seen:
-            continue
-        seen.add(t)
-        p = producer(graph, t)
-        if p is None:
-            continue
-        if p.op_type in STRICT | LOOSE and len(p.inputs) == 2:
+    for _, p in upstream(graph, masks, budget):
+        if p is not None and p.op_type in STRICT | LOOSE and len(p.inputs) == 2:
             for side in p.inputs:
                 w = _offset(graph, side)
                 if w is not None and w >= 1:
                     return int(w) - (1 if p.op_type in STRICT else 0)
-        frontier.extend(i for i in p.inputs if i)
     return None
