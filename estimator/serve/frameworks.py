@@ -19,7 +19,7 @@ FIELDS = ("kv_budget_rule", "kv_memory_fraction", "kv_policy", "tokens_per_block
           "max_batch_size", "chunked_prefill", "cuda_graph_max_batch", "cuda_graph_batch_sizes",
           "cuda_graph_padding", "prefill_graphed", "custom_allreduce", "runtime_reserve_bytes",
           "comm_buffer_bytes_by_tp", "eager_launch_s_per_kernel", "graph_launch_s", "step_overhead_s",
-          "admission_wait", "host_output_tokens_per_s", "host_queue_s",
+          "admission_wait", "host_output_tokens_per_s", "host_s_per_request",
           "prefill_dispatch_s_per_layer")
 
 

@@ -49,12 +49,16 @@ import numpy as np
 
 from estimator.errors import UserError
 from estimator.serve.frameworks import Framework
+from estimator.serve.host_queue import closed_loop, host_demand_s
 from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
 
 KEYS = ("isl", "osl", "concurrency")
-HOST_RHO_CAP = 0.95  # the host queue's utilisation is capped: past it the host paces the decode instead
+TRICKLE = False
+BUDGET_DECODE = False
+PACE = False
+HOST_BUSY_NOTE = 0.9  # a host busier than this is named in the notes
 
 
 class ServeError(UserError):
@@ -151,7 +155,9 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     isl, osl, budget = work.isl, work.osl, int(fw.max_num_tokens)
     n_c = math.ceil(isl / budget)
     k = 1 if n_c > 1 else max(1, min(w, budget // isl))
-    if work.batching == "inflight" and fw.admission_wait == "half_step":
+    if BUDGET_DECODE and work.batching == "inflight" and n_c == 1:
+        k = max(1, min(w, (budget - (w - 1)) // isl))
+    if work.batching == "inflight" and (fw.admission_wait == "half_step" or TRICKLE):
         # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
         # one step, W / (osl - 1 + n_c) on average (at least one prompt)
         k = min(k, max(1, math.ceil(w / (osl - 1 + n_c))))
@@ -173,6 +179,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         t_mix = pre.step_s + ride
         mixed = min((groups - 1) * n_c, osl - 1)
         gen = dec_steps.step_s
+        if PACE and fw.host_output_tokens_per_s:
+            gen = np.maximum(gen, w / float(fw.host_output_tokens_per_s))
         # the mixed steps stand in for that many plain decode steps, spread over the decode phase
         decode_total = float(gen.sum()) * (osl - 1 - mixed) / (osl - 1) + mixed * t_mix
         tpot = decode_total / (osl - 1)
@@ -187,15 +195,14 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = ttft + decode_total
         cycle = e2e
     notes = []
-    host = fw.host_output_tokens_per_s
-    if host:  # the host's output-token rate (serving.md 4: TTFT blows up near it)
-        rho = w * osl / cycle / float(host)
-        if rho > 1.0:  # the host paces the decode
-            tpot, cycle, e2e = tpot * rho, cycle * rho, ttft + (e2e - ttft) * rho
-            notes.append(f"host-bound: output tokens limited to {host:,.0f}/s")
-        rho_q = min(rho, HOST_RHO_CAP)
-        host_wait = float(fw.host_queue_s) * rho_q / (1.0 - rho_q)
-        ttft, e2e, queue_in = ttft + host_wait, e2e + host_wait, queue_in + host_wait
+    demand = host_demand_s(osl, fw.host_s_per_request, fw.host_output_tokens_per_s)
+    if demand > 0.0:  # the host front end, a queue in the closed loop (estimator/serve/host_queue.py)
+        host = closed_loop(w, cycle, demand)
+        if host.utilisation > HOST_BUSY_NOTE:
+            notes.append(f"host-bound: the front end is {host.utilisation:.0%} busy "
+                         f"({demand * 1e3:.1f} ms of host work per request)")
+        ttft, e2e, queue_in = ttft + host.wait_s, e2e + host.wait_s, queue_in + host.wait_s
+        cycle += host.wait_s
     queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     if work.concurrency > w:
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
