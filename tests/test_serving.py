@@ -5,9 +5,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from estimator.serve.closed_loop import closed_loop
 from estimator.serve.frameworks import Framework, framework
 from estimator.serve.memory import Memory
-from estimator.serve.serving import ServeError, Workload, parse_workload, serve
+from estimator.serve.serving import ServeError, Workload, parse_workload, prompts_per_step, serve
 
 
 class FakeSteps:
@@ -38,7 +39,7 @@ def _fw(**changes) -> Framework:
         "step_overhead_s": 0.0,
         "max_batch_size": 64,
         "host_output_tokens_per_s": None,
-        "host_queue_s": 0.0,
+        "host_s_per_request": 0.0,
         **changes,
     }
     return replace(base, values=values)
@@ -76,26 +77,41 @@ def test_static_batching_sums_every_decode_step():
 def test_inflight_batching_staggers_prefill_groups():
     fw = _fw(admission_wait="half_step")  # vLLM-like: requests join at every step
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # arrivals per step: ceil(6 / (10 + 1)) = 1 prompt per prefill step -> g = 6 groups; each request sees
-    # the other five groups' prefills as mixed steps: T_mix = 10 us x 1 x 500 + E_ctx(6 - 1, 500 + 5)
+    # k_max = (1000 - 5 decodes) // 500 = 1; arrivals per step ceil(6 / (10 + 1)) = 1 -> g = 6 groups;
+    # each request sees the other five groups' prefills as mixed steps:
+    # T_mix = 10 us x 1 x 500 + E_ctx(6 - 1, 500 + 5)
     t_mix = 1e-5 * 1 * 500 + 1e-9 * 5 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))  # padded to the captured 8
     decode_total = gen * (10 - 5) / 10 + 5 * t_mix
     assert r.tpot_s == pytest.approx(decode_total / 10)
     avg = (decode_total + t_mix) / 11  # S = max(10 + 1, 6) = 11 steps: no idle steps, half a step to join
-    assert r.ttft_s == pytest.approx(0.5 * avg + t_mix)
-    assert r.admitted == 6 and r.queue_s == pytest.approx(0.5 * avg)
+    unqueued = 0.5 * avg + t_mix
+    # the prefill slot is a closed-loop station: each request holds t_mix / k_max of it
+    slot = closed_loop(6, unqueued + decode_total, {"prefill": t_mix / 1, "host": 0.0})
+    assert slot.wait_s > 0.0
+    assert r.ttft_s == pytest.approx(unqueued + slot.wait_s)
+    assert r.admitted == 6 and r.queue_s == pytest.approx(0.5 * avg + slot.wait_s)
+    assert r.tokens_per_s == pytest.approx(6 * 11 / (unqueued + slot.wait_s + decode_total))
 
 
 def test_trtllm_packs_prompts_and_waits_a_departure_interval():
-    fw = _fw(admission_wait="departure_interval")
+    fw = _fw(admission_wait="departure_interval", max_num_tokens=1005)
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # k = 1000 // 500 = 2 prompts per step -> g = 3 groups, 2 mixed steps per decode phase
+    # k = (1005 - 5 decode tokens) // 500 = 2 prompts per step -> g = 3 groups, 2 mixed steps per decode phase
     t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
     decode_total = gen * (10 - 2) / 10 + 2 * t_mix
     join = (decode_total + t_mix) / 6 * 5 / 6  # the interval between departures of the other 5 of 6
-    assert r.ttft_s == pytest.approx(join + t_mix)
+    slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
+    assert r.ttft_s == pytest.approx(join + t_mix + slot.wait_s)
+
+
+def test_prompts_per_step_leaves_a_token_per_running_decode():
+    assert prompts_per_step(8192, 128, 1024, "inflight") == 7  # (8192 - 127) // 1024
+    assert prompts_per_step(8192, 128, 1024, "static") == 8  # static: the prompts have the whole budget
+    assert prompts_per_step(8192, 128, 4096, "inflight") == 1  # (8192 - 127) // 4096
+    assert prompts_per_step(2000, 128, 4096, "inflight") == 1  # never fewer than one prompt
+    assert prompts_per_step(8192, 3, 1024, "inflight") == 3  # never more than the admitted requests
 
 
 def test_requests_beyond_the_kv_capacity_queue():
@@ -121,14 +137,28 @@ def test_decode_beyond_the_captured_sizes_runs_eager():
     assert eager.first().launch_s == pytest.approx(max(gpu, 50 * 10e-6) - gpu)  # the GPU hides the host
 
 
-def test_host_limit_adds_a_queue_and_paces_the_decode():
+def test_host_front_end_is_a_closed_loop_queue():
     free = _fw()
-    work = Workload(100, 11, 4, "static")
+    work = Workload(100, 11, 2, "static")
     base = serve(FakeSteps(), _memory(), free, work, gpus=1)
-    rate = base.tokens_per_s  # 4 x 11 / E2E tokens/s: the host at exactly this rate -> rho = 1
-    limited = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=2 * rate, host_queue_s=0.1), work, 1)
-    assert limited.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.5 / (1 - 0.5))  # rho = 1/2: M/M/1 wait
-    assert limited.tpot_s == pytest.approx(base.tpot_s)
-    paced = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=rate / 2, host_queue_s=0.1), work, 1)
-    assert paced.tpot_s == pytest.approx(2 * base.tpot_s)  # rho = 2: the host paces the decode
-    assert paced.ttft_s == pytest.approx(base.ttft_s + 0.1 * 0.95 / 0.05)  # the queue at its cap
+    host = serve(FakeSteps(), _memory(), _fw(host_s_per_request=1e-3), work, 1)
+    # MVA over 2 clients, D = 1 ms < the unqueued E2E E (about 12 ms): n = 1: R = D, X = 1 / E, Q = D / E;
+    # n = 2: R = D x (1 + D / E): each request waits D^2 / E before its prefill
+    wait = 1e-3 ** 2 / base.e2e_s
+    assert host.ttft_s == pytest.approx(base.ttft_s + wait)
+    assert host.e2e_s == pytest.approx(base.e2e_s + wait)
+    assert host.tpot_s == pytest.approx(base.tpot_s)  # the wait is before the first token
+    assert host.tokens_per_s == pytest.approx(2 * 11 / (base.e2e_s + wait))
+    per_token = serve(FakeSteps(), _memory(), _fw(host_output_tokens_per_s=11000.0), work, 1)
+    assert per_token.ttft_s == pytest.approx(base.ttft_s + wait)  # 11 tokens / 11,000 per s = the same 1 ms
+
+
+def test_a_saturated_host_is_named_in_the_notes():
+    work = Workload(100, 11, 64, "static")
+    base = serve(FakeSteps(), _memory(), _fw(), work, 1)
+    r = serve(FakeSteps(), _memory(), _fw(host_s_per_request=1.0), work, 1)
+    assert any(n.startswith("host-bound") for n in r.notes)
+    # D = 1 s beyond the whole unqueued cycle E: no delay left, R(n) = n x D, so each request waits
+    # 63 x D behind the other 63 and the loop runs at about 1 / D requests/s
+    assert r.ttft_s == pytest.approx(base.ttft_s + 63 * 1.0)
+    assert r.tokens_per_s == pytest.approx(64 * 11 / (base.e2e_s + 63 * 1.0))

@@ -12,6 +12,10 @@ Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): clo
   fp8 --framework vllm` (fp8 weights and KV cache: the table does not say the KV dtype; a bf16 cache
   over-predicts TPOT by ~25 % median, an fp8 one matches within ~6 %).
 Each TP is priced once (estimator/serve/deploy.py) and every row of it evaluated on those steps.
+Each row runs the server as the benchmark deployed it, not at the framework's defaults: aiconfigurator's
+config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
+aggregated worker's `max_num_tokens = max_batch_size + isl + 1500` (TensorRT-LLM rounds it up to
+tokens_per_block), with max_batch_size at least the concurrency: `bench_framework` applies that.
 Reported: |predicted - measured| / measured for TPOT and TTFT, median and 90th percentile, overall and
 per TP, and a table of the median errors (signed: + = over-predicted) by TP and concurrency.
 Tolerances the issue sets (8b-trtllm): TPOT median <= 10 %, p90 <= 25 %; TTFT median <= 20 %, p90 <= 40 %.
@@ -40,6 +44,7 @@ SETS = {
         "precision": "bf16",
         "kv": "bf16",
         "framework": "trtllm",
+        "budget_block": 32,  # trtllm.rule rounds max_num_tokens up to tokens_per_block
     },
     "70b-vllm": {
         "match": ("vllm", "Llama-3.1-70B"),
@@ -47,6 +52,7 @@ SETS = {
         "precision": "fp8",
         "kv": "fp8",
         "framework": "vllm",
+        "budget_block": 1,  # vllm.rule does not round
     },
 }
 
@@ -82,16 +88,29 @@ def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
     return out
 
 
-def predict(deps: dict[int, tuple], fw=None) -> list[dict]:
+BENCH_EXTRA_TOKENS = 1500  # aiconfigurator generator: agg max_num_tokens = max_batch_size + isl + 1500
+
+
+def bench_framework(fw, work, block: int):
+    """`fw` as the benchmark ran it for `work`: max_batch_size >= the concurrency, max_num_tokens =
+    max_batch_size + isl + 1500 rounded up to `block` tokens (aiconfigurator's generator rules)."""
+    from dataclasses import replace
+
+    batch = work.concurrency  # the generator's max_batch_size is the deployment's batch: the concurrency
+    budget = -(-(batch + work.isl + BENCH_EXTRA_TOKENS) // block) * block
+    return replace(fw, values={**fw.values, "max_num_tokens": budget, "max_batch_size": max(batch, 1)})
+
+
+def predict(deps: dict[int, tuple], fw=None, block: int = 1) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
-    deployment's own, for --fit)."""
+    deployment's own, for --fit), each row's framework as the benchmark configured it."""
     from estimator.serve.serving import Workload, serve
 
     out = []
     for tp, (dep, rows) in deps.items():
         for r in rows:
             work = Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]))
-            res = serve(dep.steps, dep.memory, fw or dep.framework, work, tp)
+            res = serve(dep.steps, dep.memory, bench_framework(fw or dep.framework, work, block), work, tp)
             out.append(
                 {
                     "tp": tp,
@@ -109,28 +128,27 @@ def predict(deps: dict[int, tuple], fw=None) -> list[dict]:
     return out
 
 
-def fit_host(deps: dict[int, tuple]) -> tuple[float, float, float]:
-    """(host_output_tokens_per_s, host_queue_s, objective) minimising the sum of the median and p90
-    |error| of TTFT and TPOT over a grid (R 6k..30k tokens/s by 1k, queue 0..0.5 s by 25 ms)."""
+HOST_RATES = [None, *np.arange(8000.0, 30001.0, 1000.0)]  # output tokens/s; None: no per-token cost
+HOST_PER_REQUEST_S = np.arange(0.0, 0.0301, 0.0025)
+
+
+def fit_host(deps: dict[int, tuple], block: int) -> tuple[float | None, float, float]:
+    """(host_output_tokens_per_s, host_s_per_request, objective): the host front end's costs
+    (estimator/serve/closed_loop.py) minimising the sum of the median and p90 |error| of TTFT and
+    TPOT over a grid (HOST_RATES x HOST_PER_REQUEST_S)."""
     from dataclasses import replace
 
-    dep0 = next(iter(deps.values()))[0]
-    base = dep0.framework
-    best = (0.0, 0.0, float("inf"))
-    for rate in np.arange(6000.0, 30001.0, 1000.0):
-        for queue in np.arange(0.0, 0.501, 0.025):
-            fw = replace(
-                base,
-                values={**base.values, "host_output_tokens_per_s": float(rate), "host_queue_s": float(queue)},
-            )
-            pts = predict(deps, fw)
-            obj = sum(
-                f(np.abs(_err(pts, k)))
-                for k in ("ttft", "tpot")
-                for f in (np.median, lambda e: np.percentile(e, 90))
-            )
+    base = next(iter(deps.values()))[0].framework
+    best: tuple[float | None, float, float] = (None, 0.0, float("inf"))
+    for rate in HOST_RATES:
+        for per_request in HOST_PER_REQUEST_S:
+            values = {**base.values, "host_output_tokens_per_s": None if rate is None else float(rate),
+                      "host_s_per_request": float(per_request)}
+            pts = predict(deps, replace(base, values=values), block)
+            obj = sum(f(np.abs(_err(pts, k))) for k in ("ttft", "tpot")
+                      for f in (np.median, lambda e: np.percentile(e, 90)))
             if obj < best[2]:
-                best = (float(rate), float(queue), float(obj))
+                best = (None if rate is None else float(rate), float(per_request), float(obj))
     return best
 
 
@@ -172,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--fit",
         action="store_true",
-        help="fit the host limit (host_output_tokens_per_s, host_queue_s) on the 8b-trtllm rows",
+        help="fit the host front end (host_output_tokens_per_s, host_s_per_request) on the 8b-trtllm rows",
     )
     args = ap.parse_args(argv)
     everything = {}
@@ -180,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         spec = SETS[name]
         deps = deployments(spec, read_rows(args.data, *spec["match"]))
         if args.fit and name == "8b-trtllm":
-            rate, queue, obj = fit_host(deps)
-            print(f"fit: host_output_tokens_per_s {rate:.0f}, host_queue_s {queue:.3f} (objective {obj:.3f})")
-        points = predict(deps)
+            rate, per_request, obj = fit_host(deps, spec["budget_block"])
+            print(f"fit: host_output_tokens_per_s {rate}, host_s_per_request {per_request:.4f} "
+                  f"(objective {obj:.3f})")
+        points = predict(deps, block=spec["budget_block"])
         everything[name] = points
         print(summary(name, points), flush=True)
     if args.json:

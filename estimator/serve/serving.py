@@ -13,7 +13,8 @@ queue for a slot: by Little's law each waits (C/W - 1) cycles on average (TTFT g
 server past its KV capacity).
 
 Step times (launch and scheduling terms apart, estimator/serve/launch.py):
-  prefill step: k prompts packed up to max_num_tokens (k = max(1, min(W, max_num_tokens // isl)));
+  prefill step: k whole prompts (k_max = max(1, min(W, (max_num_tokens - (W - 1)) // isl)): the running
+    decodes take one token of the step's budget each; static batching gives the prompts all of it);
     where requests join at every step (vLLM, SGLang) k is the arrivals of one step, at most
     ceil(W / (osl - 1 + n_c)), at least 1;
     a prompt longer than max_num_tokens takes n_c = ceil(isl / max_num_tokens) chunk steps (chunked
@@ -33,9 +34,11 @@ the other W - 1 requests, (own prefill + decode phase) / W x (W - 1) / W (fitted
 `admission_wait`).
   TTFT = wait + n_c T_mix (+ the framework's per-layer prefill dispatch, launch.py);
   E2E = TTFT + sum of its osl - 1 step times.
-Host limit (TensorRT-LLM, fitted): the server's host handles at most R output tokens/s (detokenising
-and streaming); at utilisation rho = tokens/s / R the TTFT gains host_queue_s x rho / (1 - rho) (an
-M/M/1 wait, rho capped at 0.95), and past rho = 1 the host paces the decode (TPOT x rho).
+Closed-loop queues (estimator/serve/closed_loop.py, exact mean value analysis over the W clients):
+the prefill slot (a request holds n_c T_mix / k_max of the mixed steps; in flight only) and the host
+front end (host_s_per_request + osl / host_output_tokens_per_s, fitted per framework) are stations a
+request may queue at before its prefill; their waits add to TTFT and E2E (not TPOT), and the
+throughput follows from the longer cycle.
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
 """
@@ -48,17 +51,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from estimator.errors import UserError
+from estimator.serve.closed_loop import closed_loop, host_demand_s
 from estimator.serve.frameworks import Framework
-from estimator.serve.host_queue import closed_loop, host_demand_s
 from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
 
 KEYS = ("isl", "osl", "concurrency")
-TRICKLE = False
-BUDGET_DECODE = False
-PACE = False
-HOST_BUSY_NOTE = 0.9  # a host busier than this is named in the notes
+BUSY_NOTE = 0.9  # a closed-loop station busier than this is named in the notes
+STATION_NAMES = {"prefill": "slot (whole prompts per step)", "host": "front end"}
 
 
 class ServeError(UserError):
@@ -145,6 +146,14 @@ def admitted(work: Workload, fw: Framework, memory: Memory) -> int:
     return max(0, min(work.concurrency, int(fw.max_batch_size), memory.max_concurrency(work.isl, work.osl)))
 
 
+def prompts_per_step(budget: int, w: int, isl: int, batching: str) -> int:
+    """k_max: the whole prompts one step admits. Static batching gives the prompts the whole budget;
+    in flight the W - 1 running decodes take one token of it each (TensorRT-LLM and vLLM count a
+    generation request as one token of max_num_tokens), and at least one prompt always goes in."""
+    room = budget - (w - 1) if batching == "inflight" else budget
+    return max(1, min(w, room // isl))
+
+
 def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int) -> ServeResult:
     """The serving metrics of `work` on one tp-group whose GPU priced `steps`."""
     w = admitted(work, fw, memory)
@@ -154,10 +163,9 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
                            memory, notes=["does not fit: no room for one sequence's KV cache"])
     isl, osl, budget = work.isl, work.osl, int(fw.max_num_tokens)
     n_c = math.ceil(isl / budget)
-    k = 1 if n_c > 1 else max(1, min(w, budget // isl))
-    if BUDGET_DECODE and work.batching == "inflight" and n_c == 1:
-        k = max(1, min(w, (budget - (w - 1)) // isl))
-    if work.batching == "inflight" and (fw.admission_wait == "half_step" or TRICKLE):
+    k_max = 1 if n_c > 1 else prompts_per_step(budget, w, isl, work.batching)
+    k = k_max
+    if work.batching == "inflight" and fw.admission_wait == "half_step":
         # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
         # one step, W / (osl - 1 + n_c) on average (at least one prompt)
         k = min(k, max(1, math.ceil(w / (osl - 1 + n_c))))
@@ -173,16 +181,13 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         decode_total = float(dec_steps.step_s.sum())
         e2e = prefill_all + decode_total
         tpot = (e2e - ttft) / (osl - 1)
-        cycle, queue_in = e2e, 0.0
+        queue_in, prefill_slot_s = 0.0, 0.0
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
         mixed = min((groups - 1) * n_c, osl - 1)
-        gen = dec_steps.step_s
-        if PACE and fw.host_output_tokens_per_s:
-            gen = np.maximum(gen, w / float(fw.host_output_tokens_per_s))
         # the mixed steps stand in for that many plain decode steps, spread over the decode phase
-        decode_total = float(gen.sum()) * (osl - 1 - mixed) / (osl - 1) + mixed * t_mix
+        decode_total = float(dec_steps.step_s.sum()) * (osl - 1 - mixed) / (osl - 1) + mixed * t_mix
         tpot = decode_total / (osl - 1)
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
@@ -193,16 +198,15 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
         ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
         e2e = ttft + decode_total
-        cycle = e2e
+        prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
     notes = []
-    demand = host_demand_s(osl, fw.host_s_per_request, fw.host_output_tokens_per_s)
-    if demand > 0.0:  # the host front end, a queue in the closed loop (estimator/serve/host_queue.py)
-        host = closed_loop(w, cycle, demand)
-        if host.utilisation > HOST_BUSY_NOTE:
-            notes.append(f"host-bound: the front end is {host.utilisation:.0%} busy "
-                         f"({demand * 1e3:.1f} ms of host work per request)")
-        ttft, e2e, queue_in = ttft + host.wait_s, e2e + host.wait_s, queue_in + host.wait_s
-        cycle += host.wait_s
+    loop = closed_loop(w, e2e, {"prefill": prefill_slot_s, "host": host_demand_s(
+        osl, fw.host_s_per_request, fw.host_output_tokens_per_s)})
+    for station, busy in loop.utilisation.items():
+        if busy > BUSY_NOTE:
+            notes.append(f"{station}-bound: the {station} {STATION_NAMES[station]} is {busy:.0%} busy")
+    ttft, e2e, queue_in = ttft + loop.wait_s, e2e + loop.wait_s, queue_in + loop.wait_s
+    cycle = e2e
     queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     if work.concurrency > w:
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
