@@ -1,0 +1,26 @@
+"""tools/validate_serving.py: each measured row runs at the benchmark's own server configuration."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import validate_serving  # noqa: E402
+
+from estimator.serve.frameworks import framework  # noqa: E402
+from estimator.serve.serving import Workload  # noqa: E402
+
+
+def test_bench_framework_sets_the_generators_token_budget():
+    fw = framework("trtllm")
+    bench = validate_serving.bench_framework(fw, Workload(1024, 128, 64), block=32)
+    assert bench.max_num_tokens == 2592  # 64 + 1024 + 1500 = 2588, rounded up to 81 blocks of 32
+    assert bench.max_batch_size == 64  # the deployment's batch is the concurrency
+    assert fw.max_num_tokens == 8192  # the framework's own default is untouched
+    vllm = validate_serving.bench_framework(framework("vllm"), Workload(8192, 1024, 4), block=1)
+    assert vllm.max_num_tokens == 4 + 8192 + 1500  # vllm.rule does not round
+
+
+def test_every_set_names_its_budget_rounding():
+    assert {spec["budget_block"] for spec in validate_serving.SETS.values()} == {32, 1}
