@@ -19,6 +19,8 @@ validation reports), on a seeded sample of rows per table:
   2. all three tables, the other GEMM constants fixed: softmax_overlap, attention_cta_s, attention_step_s,
      attention_prefill_s, attention_decode_s, and l2 again (shared by every kernel, and barely
      constrained by GEMMs alone).
+`--attention` runs stage 2 alone on the two attention tables, without `l2` (every GEMM constant as the
+descriptor has it), and `--write` then writes only the attention constants.
 `--fp8` fits one more constant, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
 smaller share of their doubled peak than bf16 ones), on a seeded sample of the fp8 GEMM rows (per-tensor
 and 1x128 block-scaled, activation quantization included), with every other constant as the descriptor
@@ -401,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
     ap.add_argument("--fp8", action="store_true", help="fit only tensor_fp8 on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
+    ap.add_argument("--attention", action="store_true",
+                    help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
@@ -416,7 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
     consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
-    if not args.no_fit:
+    if args.attention and not args.no_fit:  # the GEMM constants (and l2) stay as the descriptor has them
+        tables = [(t, sample(len(t.rows["t"]), args.sample, args.seed)) for t in (ctx, gen)]
+        consts = rounded(fit(ATTENTION_KEYS, tables, hw, menu, consts))
+    elif not args.no_fit:
         gemm_rows = sample(len(gemm.rows["t"]), args.sample, args.seed)
         consts = fit(GEMM_KEYS, [(gemm, gemm_rows)], hw, menu, consts)
         consts = rounded(consts)
@@ -435,7 +442,8 @@ def main(argv: list[str] | None = None) -> int:
     for table in (gemm, ctx, gen):
         print("\n".join(residuals(table, fitted, menu)))
     if args.write:
-        print("wrote " + ", ".join(write_descriptors(consts)))
+        written = {k: consts[k] for k in ATTENTION_KEYS} if args.attention else consts
+        print("wrote " + ", ".join(write_descriptors(written)))
     return 0
 
 

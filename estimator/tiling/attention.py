@@ -41,6 +41,11 @@ from estimator.tiling.gemm import Hw
 from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
 
 SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum (as cost/attention.py)
+# Per O accumulator element per kv step: the multiply by exp(m_old - m_new) of FlashAttention's online
+# softmax. Per score it is dv / kv ops, so a kv-64 tile (head dim > 128) pays 4 per score at dv 256 and
+# a kv-128 tile 1 at dv 128: the H100 context table's long-sequence time per score grows faster than
+# the MMA's share from hd 128 to 256 (bf16 10.2 -> 19.3e-13 s, fp8 7.3 -> 12.8e-13 s per score).
+RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
 # per element), f16 -> f32 convert, scale multiply. NB: an MMA decode kernel feeds fp8 K/V to the MMA as
 # they are (fp8 MMA with the query quantized), so it pays none of this.
@@ -100,9 +105,15 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     alu = SOFTMAX_ALU_OPS * scores
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
         alu = alu + DEQUANT_OPS * kv * (a.dk + a.dv)
-    t_soft = scores / (a.sfu_ops_per_s * eff["sfu"] / slots) + alu / (a.alu_ops_per_s * eff["cuda"] / slots)
+    # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
+    t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
+                        alu / (a.alu_ops_per_s * eff["cuda"] / slots))
     hidden = eff["softmax_overlap"]
-    return sm.maximum(t_mma, t_soft) + (1 - hidden) * sm.minimum(t_mma, t_soft) + eff["attention_step_s"]
+    # The online softmax rescales the O accumulator (score_rows x dv) once per step; it waits for the
+    # P.V product that writes those registers, so it is serial with the MMAs (not hidden by ping-pong).
+    t_rescale = RESCALE_OPS * score_rows * a.dv / (a.alu_ops_per_s * eff["cuda"] / slots)
+    return (sm.maximum(t_mma, t_soft) + (1 - hidden) * sm.minimum(t_mma, t_soft) + t_rescale
+            + eff["attention_step_s"])
 
 
 def _smem_ctas(q_rows: Any, kv: int, cap: int, a: Attn, hw: Hw) -> Any:
@@ -153,14 +164,19 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     eff = hw.eff
     group = a.heads / a.kv_heads
     kv = menu.decode_kv
-    kv_ctas = a.kv_heads
+    kv_ctas, per_head, pad = a.kv_heads, 1, 0
     if not grouped:  # the per-head kernel: one CTA per query head, K/V re-read per head (from L2)
         kv_ctas, group = a.heads, 1
     if grouped:
         kernel = decode_kernel(menu, a.kv_bytes)
+        if kernel.max_group:  # a group past the kernel's heads per CTA: more CTAs per KV head
+            per_head = sm.ceil_div(group, kernel.max_group)
+            group = sm.ceil_div(group, per_head)
+            kv_ctas = a.kv_heads * per_head
         rows = kernel.q_rows * sm.ceil_div(group * a.seq_q, kernel.q_rows)
         cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, a, hw)
         cta_cost = kernel.cta_cost
+        pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
         rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
     slots = hw.sm_count * cpsm
@@ -171,19 +187,23 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     waves = sm.ceil(ctas / slots)
     t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
-    # Decode CTAs run in lockstep waves: their fixed cost does not hide under the K/V stream.
-    t_overhead = waves * eff["attention_cta_s"] * cta_cost
+    t_cta = eff["attention_cta_s"] * cta_cost
     t_stream = waves * steps * t_step
-    extra = 0
+    cache = a.batch * a.kv_heads * (a.dk + a.dv) * a.kv_bytes  # K/V bytes per cached token
+    # The MMA kernel reads K/V in whole pages, and once per CTA of a KV head. NB: the re-reads of the
+    # CTAs sharing a KV head are counted at DRAM (the H100 tables show no L2 reuse between them).
+    dram = a.dram_bytes + cache * (per_head * pad + (per_head - 1) * a.seq_kv)
     if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
-        extra = 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
-    dram = a.dram_bytes + extra
+        dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
-    kv_l2 = a.batch * kv_ctas * a.seq_kv * (a.dk + a.dv) * a.kv_bytes
+    kv_l2 = a.batch * kv_ctas * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
     t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
     t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * eff["l2"])
-    t_compute = t_overhead + t_stream
-    time = fixed_s(hw, True) + t_overhead + sm.maximum(t_stream, t_dram, t_l2)
+    # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
+    # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
+    chain = (waves - 1) * t_cta + t_stream
+    t_compute = t_cta + chain
+    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2)
     if split > 1:
         time = time + eff["split_k_s"]
     name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
