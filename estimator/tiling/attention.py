@@ -152,7 +152,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     t_compute = t_overhead + t_steps
     # Every CTA streams its K/V steps through L2; K and V reach DRAM once (Work's bytes).
     l2 = steps * tile.kv * (a.dk + a.dv) * a.kv_bytes + a.dram_bytes
-    t_l2 = l2 / (hw.l2_bytes_per_s * eff["l2"])
+    t_l2 = l2 / (hw.l2_bytes_per_s * l2_fraction(eff))
     t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
@@ -187,18 +187,17 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     waves = sm.ceil(ctas / slots)
     t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
-    t_cta = eff["attention_cta_s"] * cta_cost
+    t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost
     t_stream = waves * steps * t_step
-    cache = a.batch * a.kv_heads * (a.dk + a.dv) * a.kv_bytes  # K/V bytes per cached token
-    # The MMA kernel reads K/V in whole pages, and once per CTA of a KV head. NB: the re-reads of the
-    # CTAs sharing a KV head are counted at DRAM (the H100 tables show no L2 reuse between them).
-    dram = a.dram_bytes + cache * (per_head * pad + (per_head - 1) * a.seq_kv)
+    # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
+    # other CTAs of a KV head (a group past max_group) re-read them from L2.
+    dram = a.dram_bytes + a.batch * a.kv_heads * pad * (a.dk + a.dv) * a.kv_bytes
     if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
         dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
     kv_l2 = a.batch * kv_ctas * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
     t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
-    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * eff["l2"])
+    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
@@ -208,6 +207,15 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
         time = time + eff["split_k_s"]
     name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
     return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def l2_fraction(eff: dict) -> float:
+    """The share of the L2 rate an attention kernel's K/V stream reaches: `attention_l2` (fitted on the
+    attention tables), else the GEMMs' `l2`. NB: one figure for the whole L2 path of these kernels (the
+    H100 decode rows that re-read K/V from L2 once per query head reach ~6-6.8 TB/s, about half of the
+    descriptor's 12.4 TB/s, where GEMM panels are fitted near all of it); the cause (load path, the
+    two L2 partitions, many SMs reading the same lines at once) is not resolved."""
+    return eff.get("attention_l2", eff["l2"])
 
 
 def fixed_s(hw: Hw, decode: bool) -> float:
