@@ -195,7 +195,8 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
         dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
-    kv_l2 = a.batch * kv_ctas * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
+    # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
+    kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
     t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
     t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
