@@ -20,7 +20,7 @@ heads sharing a KV head (grouped-query attention) ride in one CTA on the MMA's N
 read once per KV head. A group of one runs a CUDA-core kernel (no MMA tile, several CTAs per SM); a
 group past the MMA kernel's `decode_max_group` falls back to it with one CTA per query head (each
 re-reading K/V through L2). Splitting the keys over more CTAs fills the machine at small batch x heads
-(flash-decoding) at the price of a combine (fp32 partials, `split_k_s`). Decode CTAs run in lockstep
+(flash-decoding) at the price of a combine (fp32 partials, `attention_split_s`). Decode CTAs run in lockstep
 waves, so their fixed cost adds to the K/V stream instead of hiding under it:
 
     estimate   = fixed_s + waves * attention_cta_s * cta_cost + max(waves * steps * t_step, t_dram, t_l2)
@@ -205,7 +205,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     t_compute = t_cta + chain
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2)
     if split > 1:
-        time = time + eff["split_k_s"]
+        time = time + split_s(eff)
     name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
     return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
 
@@ -217,6 +217,12 @@ def l2_fraction(eff: dict) -> float:
     descriptor's 12.4 TB/s, where GEMM panels are fitted near all of it); the cause (load path, the
     two L2 partitions, many SMs reading the same lines at once) is not resolved."""
     return eff.get("attention_l2", eff["l2"])
+
+
+def split_s(eff: dict) -> float:
+    """The fixed cost of a split-KV decode's combine (the partials' reduction after the last split):
+    `attention_split_s` (fitted on the decode table), else the GEMMs' split-K `split_k_s`."""
+    return eff.get("attention_split_s", eff["split_k_s"])
 
 
 def fixed_s(hw: Hw, decode: bool) -> float:
