@@ -3,12 +3,14 @@ for decode.
 
 Prefill: one CTA per (sequence, query head, Q tile of `q` rows); it walks the keys in steps of `kv`,
 skipping the steps a causal mask hides entirely (Q tile t sees past + t * q keys). Per step the SM does
-the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp on the SFU and ~4 ALU ops per
-score); `softmax_overlap` is the fraction of the shorter of the two hidden under the longer
-(FlashAttention-3 ping-pongs two warpgroups; 0 would be fully serial), `attention_step_s` a step's
-synchronization:
+the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp per score on the SFU and ~4
+FP32 ops per score: separate pipes, so the slower of the two); `softmax_overlap` is the fraction of the
+shorter of MMA and softmax hidden under the longer (FlashAttention-3 ping-pongs two warpgroups; 0 would
+be fully serial); the rescale of the O accumulator (q x dv multiplies per step) waits for the P.V
+product and is not hidden; `attention_step_s` a step's synchronization:
 
-    t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + attention_step_s
+    t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + t_rescale
+                 + attention_step_s
     t_steps    = (steps / slots + steps of the longest CTA) * t_step      (causal: greedy scheduling of
                  unequal CTAs; without a mask every CTA is equal: waves * steps per CTA * t_step)
     t_overhead = ceil(ctas / slots) * attention_cta_s                    (a CTA's fixed cost: its Q load,
@@ -19,11 +21,15 @@ Decode (one query row per head, over a KV cache): one CTA per (sequence, KV head
 heads sharing a KV head (grouped-query attention) ride in one CTA on the MMA's N side, so K and V are
 read once per KV head. A group of one runs a CUDA-core kernel (no MMA tile, several CTAs per SM); a
 group past the MMA kernel's `decode_max_group` falls back to it with one CTA per query head (each
-re-reading K/V through L2). Splitting the keys over more CTAs fills the machine at small batch x heads
-(flash-decoding) at the price of a combine (fp32 partials, `attention_split_s`). Decode CTAs run in lockstep
-waves, so their fixed cost adds to the K/V stream instead of hiding under it:
+re-reading K/V through L2); a kernel's `max_group` caps the query heads per CTA (more CTAs per KV head,
+re-reading K/V from L2), and it reads the paged cache in whole `page_tokens` pages. Splitting the keys
+over more CTAs fills the machine at small batch x heads (flash-decoding) at the price of a combine (fp32
+partials, `attention_split_s`). The first wave's CTA cost (t_cta = attention_decode_cta_s * cta_cost) is
+exposed; after it the SMs drift apart and a CTA's fixed cost overlaps the others' K/V streams:
 
-    estimate   = fixed_s + waves * attention_cta_s * cta_cost + max(waves * steps * t_step, t_dram, t_l2)
+    estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
+
+The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
