@@ -82,7 +82,9 @@ def test_fp32_tf32_bf16_attention_rank_as_their_peaks(arch):
         times[p] = float(k.timing.estimate_s)
     assert times["fp32"] > times["tf32"] > times["bf16"]
     hw = hwdesc.load(arch)
-    # compute-bound prefill: fp32 (CUDA cores) over bf16 at least half the ratio of their peaks
+    # compute-bound prefill: fp32 (CUDA cores) over bf16 at least a quarter of the ratio of their peaks.
+    # Not the whole ratio: a bf16 step also pays the exp on the SFU and the O rescale on the FP32 pipe,
+    # which do not scale with the tensor peak (B200: peaks 2250 / 75 = 30x, times ~13x; H100: ~15x, ~12x)
     ratio = hw.tensor_flops_per_s["bf16"] / hw.cuda_flops_per_s["fp32"]
-    assert times["fp32"] / times["bf16"] > ratio / 2
+    assert times["fp32"] / times["bf16"] > ratio / 4
     assert math.isfinite(times["tf32"])

@@ -19,6 +19,8 @@ validation reports), on a seeded sample of rows per table:
   2. all three tables, the other GEMM constants fixed: softmax_overlap, attention_cta_s, attention_step_s,
      attention_prefill_s, attention_decode_s, and l2 again (shared by every kernel, and barely
      constrained by GEMMs alone).
+`--attention` runs stage 2 alone on the two attention tables, without `l2` (every GEMM constant as the
+descriptor has it), and `--write` then writes only the attention constants.
 `--fp8` fits one more constant, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
 smaller share of their doubled peak than bf16 ones), on a seeded sample of the fp8 GEMM rows (per-tensor
 and 1x128 block-scaled, activation quantization included), with every other constant as the descriptor
@@ -65,11 +67,12 @@ from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
 GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
-                  "attention_decode_s")
-FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap")
+                  "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s")
+FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
          "mem_latency_s": 1e-6, "split_k_s": 2e-6, "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
-         "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6}
+         "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
+         "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6}
 
 
 # ---- tables ---------------------------------------------------------------------------------------
@@ -401,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
     ap.add_argument("--fp8", action="store_true", help="fit only tensor_fp8 on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
+    ap.add_argument("--attention", action="store_true",
+                    help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
@@ -416,7 +421,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
     consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
-    if not args.no_fit:
+    if args.attention and not args.no_fit:  # the GEMM constants (and l2) stay as the descriptor has them
+        tables = [(t, sample(len(t.rows["t"]), args.sample, args.seed)) for t in (ctx, gen)]
+        consts = rounded(fit(ATTENTION_KEYS, tables, hw, menu, consts))
+    elif not args.no_fit:
         gemm_rows = sample(len(gemm.rows["t"]), args.sample, args.seed)
         consts = fit(GEMM_KEYS, [(gemm, gemm_rows)], hw, menu, consts)
         consts = rounded(consts)
@@ -435,7 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     for table in (gemm, ctx, gen):
         print("\n".join(residuals(table, fitted, menu)))
     if args.write:
-        print("wrote " + ", ".join(write_descriptors(consts)))
+        written = {k: consts[k] for k in ATTENTION_KEYS} if args.attention else consts
+        print("wrote " + ", ".join(write_descriptors(written)))
     return 0
 
 

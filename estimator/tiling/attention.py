@@ -3,12 +3,14 @@ for decode.
 
 Prefill: one CTA per (sequence, query head, Q tile of `q` rows); it walks the keys in steps of `kv`,
 skipping the steps a causal mask hides entirely (Q tile t sees past + t * q keys). Per step the SM does
-the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp on the SFU and ~4 ALU ops per
-score); `softmax_overlap` is the fraction of the shorter of the two hidden under the longer
-(FlashAttention-3 ping-pongs two warpgroups; 0 would be fully serial), `attention_step_s` a step's
-synchronization:
+the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp per score on the SFU and ~4
+FP32 ops per score: separate pipes, so the slower of the two); `softmax_overlap` is the fraction of the
+shorter of MMA and softmax hidden under the longer (FlashAttention-3 ping-pongs two warpgroups; 0 would
+be fully serial); the rescale of the O accumulator (q x dv multiplies per step) waits for the P.V
+product and is not hidden; `attention_step_s` a step's synchronization:
 
-    t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + attention_step_s
+    t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + t_rescale
+                 + attention_step_s
     t_steps    = (steps / slots + steps of the longest CTA) * t_step      (causal: greedy scheduling of
                  unequal CTAs; without a mask every CTA is equal: waves * steps per CTA * t_step)
     t_overhead = ceil(ctas / slots) * attention_cta_s                    (a CTA's fixed cost: its Q load,
@@ -19,11 +21,15 @@ Decode (one query row per head, over a KV cache): one CTA per (sequence, KV head
 heads sharing a KV head (grouped-query attention) ride in one CTA on the MMA's N side, so K and V are
 read once per KV head. A group of one runs a CUDA-core kernel (no MMA tile, several CTAs per SM); a
 group past the MMA kernel's `decode_max_group` falls back to it with one CTA per query head (each
-re-reading K/V through L2). Splitting the keys over more CTAs fills the machine at small batch x heads
-(flash-decoding) at the price of a combine (fp32 partials, `split_k_s`). Decode CTAs run in lockstep
-waves, so their fixed cost adds to the K/V stream instead of hiding under it:
+re-reading K/V through L2); a kernel's `max_group` caps the query heads per CTA (more CTAs per KV head,
+re-reading K/V from L2), and it reads the paged cache in whole `page_tokens` pages. Splitting the keys
+over more CTAs fills the machine at small batch x heads (flash-decoding) at the price of a combine (fp32
+partials, `attention_split_s`). The first wave's CTA cost (t_cta = attention_decode_cta_s * cta_cost) is
+exposed; after it the SMs drift apart and a CTA's fixed cost overlaps the others' K/V streams:
 
-    estimate   = fixed_s + waves * attention_cta_s * cta_cost + max(waves * steps * t_step, t_dram, t_l2)
+    estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
+
+The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
@@ -41,6 +47,11 @@ from estimator.tiling.gemm import Hw
 from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
 
 SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum (as cost/attention.py)
+# Per O accumulator element per kv step: the multiply by exp(m_old - m_new) of FlashAttention's online
+# softmax. Per score it is dv / kv ops, so a kv-64 tile (head dim > 128) pays 4 per score at dv 256 and
+# a kv-128 tile 1 at dv 128: the H100 context table's long-sequence time per score grows faster than
+# the MMA's share from hd 128 to 256 (bf16 10.2 -> 19.3e-13 s, fp8 7.3 -> 12.8e-13 s per score).
+RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
 # per element), f16 -> f32 convert, scale multiply. NB: an MMA decode kernel feeds fp8 K/V to the MMA as
 # they are (fp8 MMA with the query quantized), so it pays none of this.
@@ -100,9 +111,15 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     alu = SOFTMAX_ALU_OPS * scores
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
         alu = alu + DEQUANT_OPS * kv * (a.dk + a.dv)
-    t_soft = scores / (a.sfu_ops_per_s * eff["sfu"] / slots) + alu / (a.alu_ops_per_s * eff["cuda"] / slots)
+    # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
+    t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
+                        alu / (a.alu_ops_per_s * eff["cuda"] / slots))
     hidden = eff["softmax_overlap"]
-    return sm.maximum(t_mma, t_soft) + (1 - hidden) * sm.minimum(t_mma, t_soft) + eff["attention_step_s"]
+    # The online softmax rescales the O accumulator (score_rows x dv) once per step; it waits for the
+    # P.V product that writes those registers, so it is serial with the MMAs (not hidden by ping-pong).
+    t_rescale = RESCALE_OPS * score_rows * a.dv / (a.alu_ops_per_s * eff["cuda"] / slots)
+    return (sm.maximum(t_mma, t_soft) + (1 - hidden) * sm.minimum(t_mma, t_soft) + t_rescale
+            + eff["attention_step_s"])
 
 
 def _smem_ctas(q_rows: Any, kv: int, cap: int, a: Attn, hw: Hw) -> Any:
@@ -141,7 +158,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     t_compute = t_overhead + t_steps
     # Every CTA streams its K/V steps through L2; K and V reach DRAM once (Work's bytes).
     l2 = steps * tile.kv * (a.dk + a.dv) * a.kv_bytes + a.dram_bytes
-    t_l2 = l2 / (hw.l2_bytes_per_s * eff["l2"])
+    t_l2 = l2 / (hw.l2_bytes_per_s * l2_fraction(eff))
     t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
@@ -153,14 +170,19 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     eff = hw.eff
     group = a.heads / a.kv_heads
     kv = menu.decode_kv
-    kv_ctas = a.kv_heads
+    kv_ctas, per_head, pad = a.kv_heads, 1, 0
     if not grouped:  # the per-head kernel: one CTA per query head, K/V re-read per head (from L2)
         kv_ctas, group = a.heads, 1
     if grouped:
         kernel = decode_kernel(menu, a.kv_bytes)
+        if kernel.max_group:  # a group past the kernel's heads per CTA: more CTAs per KV head
+            per_head = sm.ceil_div(group, kernel.max_group)
+            group = sm.ceil_div(group, per_head)
+            kv_ctas = a.kv_heads * per_head
         rows = kernel.q_rows * sm.ceil_div(group * a.seq_q, kernel.q_rows)
         cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, a, hw)
         cta_cost = kernel.cta_cost
+        pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
         rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
     slots = hw.sm_count * cpsm
@@ -171,23 +193,42 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     waves = sm.ceil(ctas / slots)
     t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
-    # Decode CTAs run in lockstep waves: their fixed cost does not hide under the K/V stream.
-    t_overhead = waves * eff["attention_cta_s"] * cta_cost
+    t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost
     t_stream = waves * steps * t_step
-    extra = 0
+    # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
+    # other CTAs of a KV head (a group past max_group) re-read them from L2.
+    dram = a.dram_bytes + a.batch * a.kv_heads * pad * (a.dk + a.dv) * a.kv_bytes
     if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
-        extra = 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
-    dram = a.dram_bytes + extra
+        dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
-    kv_l2 = a.batch * kv_ctas * a.seq_kv * (a.dk + a.dv) * a.kv_bytes
+    # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
+    kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
     t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
-    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * eff["l2"])
-    t_compute = t_overhead + t_stream
-    time = fixed_s(hw, True) + t_overhead + sm.maximum(t_stream, t_dram, t_l2)
+    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
+    # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
+    # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
+    chain = (waves - 1) * t_cta + t_stream
+    t_compute = t_cta + chain
+    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2)
     if split > 1:
-        time = time + eff["split_k_s"]
+        time = time + split_s(eff)
     name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
     return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def l2_fraction(eff: dict) -> float:
+    """The share of the L2 rate an attention kernel's K/V stream reaches: `attention_l2` (fitted on the
+    attention tables), else the GEMMs' `l2`. NB: one figure for the whole L2 path of these kernels (the
+    H100 decode rows that re-read K/V from L2 once per query head reach ~6-6.8 TB/s, about half of the
+    descriptor's 12.4 TB/s, where GEMM panels are fitted near all of it); the cause (load path, the
+    two L2 partitions, many SMs reading the same lines at once) is not resolved."""
+    return eff.get("attention_l2", eff["l2"])
+
+
+def split_s(eff: dict) -> float:
+    """The fixed cost of a split-KV decode's combine (the partials' reduction after the last split):
+    `attention_split_s` (fitted on the decode table), else the GEMMs' split-K `split_k_s`."""
+    return eff.get("attention_split_s", eff["split_k_s"])
 
 
 def fixed_s(hw: Hw, decode: bool) -> float:

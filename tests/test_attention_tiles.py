@@ -1,0 +1,101 @@
+"""The attention tile model's mechanisms (estimator/tiling/attention.py) against hand arithmetic: the
+online softmax's O rescale, the SFU and FP32 pipes side by side, whole KV pages, CTAs per KV head past
+a decode kernel's max group, the later waves' CTA cost under the K/V stream, and the L2 figure."""
+
+from dataclasses import replace
+
+import pytest
+import yaml
+
+import hwdesc
+from estimator.tiling import attention as attn_model
+from estimator.tiling import gemm as gemm_model
+from estimator.tiling.menu import menu_for, parse
+
+HOPPER = menu_for("hopper")
+# Round figures: 100 SMs, no fixed costs, every efficiency 1 unless a test says otherwise.
+EFF = {"tensor": 1.0, "cuda": 1.0, "sfu": 1.0, "dram": 1.0, "l2": 1.0, "softmax_overlap": 0.0,
+       "attention_step_s": 0.0, "attention_cta_s": 0.0, "attention_decode_cta_s": 0.0, "launch_s": 0.0,
+       "mem_latency_s": 0.0, "attention_prefill_s": 0.0, "attention_decode_s": 0.0, "split_k_s": 0.0}
+HW = gemm_model.Hw(100, 1e12, 10e12, 50 * 2**20, 233472, EFF)
+
+
+def _attn(**kw):
+    base = dict(batch=1, heads=1, kv_heads=1, seq_q=128, seq_kv=128, dk=128, dv=128, causal=False,
+                q_bytes=2.0, kv_bytes=2.0, peak=1e15, eff_unit=1.0, sfu_ops_per_s=1e12, alu_ops_per_s=1e13,
+                decode=False, dram_bytes=0.0)
+    return attn_model.Attn(**{**base, **kw})
+
+
+def _hw(**eff):
+    return replace(HW, eff={**EFF, **eff})
+
+
+def test_step_time_rescale_and_parallel_softmax_pipes():
+    # One 128 x 128 step on one of 100 slots (1 / 100 of each peak):
+    #   MMAs     2 * 128 * 128 * (128 + 128) = 8,388,608 FLOP / (1e15 / 100)      = 8.388608e-7 s
+    #   exp      128 * 128 = 16,384 on the SFU / (1e12 / 100)                      = 1.6384e-6 s
+    #   FP32     4 * 16,384 = 65,536 ops / (1e13 / 100)                            = 6.5536e-7 s
+    #   softmax  max(exp, FP32) (separate pipes)                                   = 1.6384e-6 s
+    #   rescale  1 * 128 rows * 128 dv = 16,384 ops / (1e13 / 100), after the MMA  = 1.6384e-7 s
+    serial = 1.6384e-6 + 8.388608e-7 + 1.6384e-7  # softmax_overlap 0: the MMAs do not hide
+    t = attn_model._step_time(_attn(), 128, 128, 128, 1, _hw())
+    assert t == pytest.approx(serial, rel=1e-12)
+    # softmax_overlap 1 hides the shorter of MMA and softmax, never the rescale
+    t = attn_model._step_time(_attn(), 128, 128, 128, 1, _hw(softmax_overlap=1.0))
+    assert t == pytest.approx(1.6384e-6 + 1.6384e-7, rel=1e-12)
+
+
+def test_rescale_grows_with_dv_over_kv():
+    # the same 128 x 64 step at dv 256 pays 128 * 256 = 32,768 rescale ops = 3.2768e-7 s, 4 per score
+    # (dv / kv = 256 / 64), against 1 per score for dv 128 over kv 128
+    a = _attn(dk=256, dv=256)
+    t = attn_model._step_time(a, 128, 64, 128, 1, _hw(softmax_overlap=1.0))
+    mma = 2 * 128 * 64 * 512 / 1e13  # 8.388608e-7 s
+    softmax = 128 * 64 / 1e10  # exp: 8.192e-7 s (the FP32 part is 3.2768e-7)
+    assert t == pytest.approx(max(mma, softmax) + 128 * 256 / 1e11, rel=1e-12)
+
+
+def test_decode_reads_whole_pages_and_splits_big_fp8_groups():
+    # fp8 cache, 16 query heads over 1 KV head, 65 keys: the sm90 kernel takes 8 heads per CTA, so
+    # 2 CTAs per KV head; K/V move in 64-token pages: 2 pages = 128 tokens, 63 of them padding.
+    a = _attn(heads=16, kv_heads=1, seq_q=1, seq_kv=65, kv_bytes=1.0, decode=True, dram_bytes=1000.0)
+    c = attn_model.decode(a, HOPPER, 1, _hw(), grouped=True)
+    assert c.ctas == 2  # batch 1 x KV head 1 x 2 CTAs x split 1
+    pad = 63 * (128 + 128) * 1  # 16,128 bytes of padding, read once from DRAM
+    assert c.t_dram == pytest.approx((1000 + pad) / 1e12)
+    # L2: DRAM's bytes plus the second CTA's re-read of the 128 padded tokens (128 * 256 = 32,768 B)
+    assert c.t_l2 == pytest.approx((1000 + pad + 128 * 256) / 10e12)
+    # bf16 cache: one CTA per KV head whatever the group (no max_group), still whole pages
+    b = attn_model.decode(replace(a, kv_bytes=2.0), HOPPER, 1, _hw(), grouped=True)
+    assert b.ctas == 1 and b.t_dram == pytest.approx((1000 + 63 * 256 * 2) / 1e12)
+
+
+def test_later_waves_cta_cost_hides_under_the_kv_stream():
+    # 1024 sequences x 32 heads of one head each (group 1: the CUDA-core kernel, 4 CTAs per SM): 32,768
+    # CTAs over 100 x 4 = 400 slots = 82 waves. 1e10 DRAM bytes take 1e10 / 1e12 = 10 ms, far above
+    # the CTAs' own chain (81 x 5 us = 405 us + their short K/V steps): the first wave's 5 us is
+    # exposed, the other 81 overlap the stream: 10 ms + 5 us, not 10 ms + 82 x 5 us.
+    a = _attn(batch=1024, heads=32, kv_heads=32, seq_q=1, seq_kv=8, decode=True, dram_bytes=1e10)
+    c = attn_model.decode(a, HOPPER, 1, _hw(attention_decode_cta_s=5e-6), grouped=False)
+    assert c.waves == 82
+    assert c.time == pytest.approx(1e10 / 1e12 + 5e-6, rel=1e-9)
+
+
+def test_decode_cta_cost_and_l2_fall_back_to_the_shared_figures():
+    assert attn_model.l2_fraction({"l2": 0.9}) == 0.9
+    assert attn_model.l2_fraction({"l2": 0.9, "attention_l2": 0.5}) == 0.5
+    eff = {k: v for k, v in EFF.items() if k != "attention_decode_cta_s"}
+    a = _attn(seq_q=1, seq_kv=8, decode=True)
+    one = attn_model.decode(a, HOPPER, 1, replace(HW, eff={**eff, "attention_cta_s": 3e-6}), False)
+    two = attn_model.decode(a, HOPPER, 1, replace(HW, eff={**eff, "attention_cta_s": 4e-6}), False)
+    assert two.time - one.time == pytest.approx(1e-6)  # one exposed CTA cost: attention_cta_s's
+
+
+def test_decode_kernel_menu_keys_are_checked():
+    raw = yaml.safe_load((hwdesc.bundled_dir() / "tiles" / "hopper.yaml").read_text())
+    fp8 = parse(raw, "hopper.yaml").decode_mma[0]
+    assert (fp8.max_group, fp8.page_tokens) == (8, 64)
+    raw["attention"]["decode_mma"][0]["page_tokens"] = 0
+    with pytest.raises(hwdesc.HwdescError, match="page_tokens"):
+        parse(raw, "hopper.yaml")
