@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -52,13 +54,33 @@ class Result:
 
 def sum_by_signature(items: list[tuple[Hashable, Expr]]) -> Expr:
     """Sum expressions, adding each distinct one once with its multiplicity (identical layers make
-    this tens of terms instead of thousands: a naive sympy sum over 1,800 nodes takes seconds)."""
+    this tens of terms instead of thousands: a naive sympy sum over 1,800 nodes takes seconds); over
+    many unknown dims, a flat sum (tiling/symmath.sym_sum)."""
     counts: Counter[Hashable] = Counter()
     exprs: dict[Hashable, Expr] = {}
     for sig, expr in items:
         counts[sig] += 1
         exprs[sig] = expr
-    return sympy.Add(*(counts[s] * exprs[s] for s in counts))
+    return symmath.sym_sum(exprs[s] if counts[s] == 1 else counts[s] * exprs[s] for s in counts)
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for the block (and restored as it was after).
+
+    Pricing allocates sympy nodes by the hundred thousand and keeps most of them (the Result holds them);
+    the collector, triggered by allocation counts, then re-traverses every live object at each full pass
+    (about a third of the CPU time of pricing a 2,000-kernel graph with dims of its own) and finds little:
+    expression trees hold no reference cycles and are freed by reference counting (tools/
+    bench_unknown_dims.py's graphs leave no cyclic garbage with unknown dims, ~15,000 small objects with
+    named ones). NB: such cycles wait for the collector's first pass after the block."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
@@ -89,7 +111,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     collective kernels are priced (estimator/serve/collectives.py)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
-    with symmath.flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
+    with cyclic_gc_paused(), symmath.flat_symbolic(len(set(free) - set(dims))):  # flat: see tiling/symmath
         return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
                          warm_inputs, kernel_sass, framework, comm_graphed)
 
@@ -136,13 +158,14 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
                 return price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
 
             if symmath.flat():  # many unknown dims: kernels alike up to a renaming share one Timing
-                timings[k.signature] = symmath.renamed(alike, (alike_signature(graph, k), plan and plan.key),
-                                                       make)
-            else:
-                # a plan carrying residency or a compiled kernel is not remembered: nor is its Timing
-                plain = plan is None or not (plan.resident_bytes or plan.resident_bytes_bound or plan.sass)
-                full = (hw_key, framework, comm_graphed, key, plan.key if plan else None, k.kind, k.op)
-                timings[k.signature] = memo.timing(full, make) if plain else make()
+                def make(k=k, plan=plan, priced=make) -> Timing:  # noqa: F811 - the flat path wraps it
+                    return symmath.renamed(alike, alike_signature(graph, k), priced, plan and plan.key)
+
+            # a plan carrying residency or a compiled kernel is not remembered: nor is its Timing
+            plain = plan is None or not (plan.resident_bytes or plan.resident_bytes_bound or plan.sass)
+            full = (hw_key, framework, comm_graphed, key, plan.key if plan else None, k.kind, k.op,
+                    symmath.flat())  # flat or not builds the same values in other forms: never mixed
+            timings[k.signature] = memo.timing(full, make) if plain else make()
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items()
                    if Pipeline.parse(pipeline_for(name, hw.family)) == Pipeline.parse(pipeline)), "custom")

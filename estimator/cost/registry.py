@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -60,11 +61,11 @@ class Work:
         object.__setattr__(self, "bytes_read", sympy.sympify(self.bytes_read))
         object.__setattr__(self, "bytes_written", sympy.sympify(self.bytes_written))
 
-    @property
+    @cached_property  # a frozen value: each sum built once
     def dram_bytes(self) -> Expr:
         return self.bytes_read + self.bytes_written
 
-    @property
+    @cached_property  # a frozen value: each sum built once
     def total_flops(self) -> Expr:
         return sympy.Add(*self.flops.values())
 
