@@ -16,6 +16,7 @@ from typing import Any
 import sympy
 
 from estimator.ir import Expr, Node, Tensor
+from estimator.tiling.symmath import sym_sum
 
 ZERO = sympy.Integer(0)
 
@@ -61,13 +62,13 @@ class Work:
         object.__setattr__(self, "bytes_read", sympy.sympify(self.bytes_read))
         object.__setattr__(self, "bytes_written", sympy.sympify(self.bytes_written))
 
-    @cached_property  # a frozen value: each sum built once
+    @cached_property  # a frozen value: each sum built once (flat over many unknown dims: tiling/symmath)
     def dram_bytes(self) -> Expr:
-        return self.bytes_read + self.bytes_written
+        return sym_sum((self.bytes_read, self.bytes_written))
 
-    @cached_property  # a frozen value: each sum built once
+    @cached_property
     def total_flops(self) -> Expr:
-        return sympy.Add(*self.flops.values())
+        return sym_sum(self.flops.values())
 
     def __add__(self, other: Work) -> Work:
         flops = dict(self.flops)

@@ -211,7 +211,9 @@ _CANON_SYMBOLS: dict[tuple, sympy.Symbol] = {}  # (position, assumptions) -> `_c
 
 def _canon_symbol(i: int, actual: sympy.Symbol) -> sympy.Symbol:
     """The i-th canonical symbol, with `actual`'s assumptions (made once per process)."""
-    assumptions = tuple(sorted(actual.assumptions0.items()))
+    assumptions = getattr(actual, "_assumptions0", None)  # sympy's sorted tuple of them, where it keeps one
+    if assumptions is None:
+        assumptions = tuple(sorted(actual.assumptions0.items()))
     s = _CANON_SYMBOLS.get((i, assumptions))
     if s is None:
         s = _CANON_SYMBOLS[(i, assumptions)] = sympy.Symbol(f"_canon{i}", **actual.assumptions0)
@@ -342,14 +344,21 @@ def _rebuild(e: sympy.Basic, mapping: dict, memo: dict, numbers: bool = False) -
     rebuilt node by node without evaluation. `memo` is keyed by id, holding the subtree with its rebuilt
     form so that the id stays its own: hashing a subtree and comparing it structurally on a hit would
     cost more than rebuilding it."""
-    args = e.args
+    args = e._args  # Basic's slot (the `args` property costs a call per node)
     if not args:
         return mapping.get(e, e) if (numbers or e.is_Symbol) else e
     done = memo.get(id(e))
     if done is not None:
         return done[1]
-    new = [_rebuild(a, mapping, memo, numbers) for a in args]
-    if all(n is a for n, a in zip(new, args, strict=True)):
+    new, changed = [], False
+    for a in args:  # leaves inline: most arguments are symbols and numbers
+        if a._args:
+            b = _rebuild(a, mapping, memo, numbers)
+        else:
+            b = mapping.get(a, a) if (numbers or a.is_Symbol) else a
+        changed = changed or b is not a
+        new.append(b)
+    if not changed:
         out = e
     elif isinstance(e, (sympy.Add, sympy.Mul)):
         out = type(e)._from_args(new, e.is_commutative)
