@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import sympy
 
 from estimator.errors import UserError
+from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
@@ -62,25 +61,6 @@ def sum_by_signature(items: list[tuple[Hashable, Expr]]) -> Expr:
         counts[sig] += 1
         exprs[sig] = expr
     return symmath.sym_sum(exprs[s] if counts[s] == 1 else counts[s] * exprs[s] for s in counts)
-
-
-@contextlib.contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for the block (and restored as it was after).
-
-    Pricing allocates sympy nodes by the hundred thousand and keeps most of them (the Result holds them);
-    the collector, triggered by allocation counts, then re-traverses every live object at each full pass
-    (about a third of the CPU time of pricing a 2,000-kernel graph with dims of its own) and finds little:
-    expression trees hold no reference cycles and are freed by reference counting (tools/
-    bench_unknown_dims.py's graphs leave no cyclic garbage with unknown dims, ~15,000 small objects with
-    named ones). NB: such cycles wait for the collector's first pass after the block."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
