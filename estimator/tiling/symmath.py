@@ -228,10 +228,12 @@ def canonical(obj: Any) -> tuple[Any, dict]:
     Two kernels of a graph whose shape inference gave every tensor its own unknown dims are alike up to
     a renaming of those dims; keyed by their canonical form, one computation serves both (see renamed)."""
     block = _ALIKE.get()
-    if block is not None:
-        hit = block.get(("canonical", obj))
-        if hit is not None:
-            return hit
+    try:
+        hit = block.get(("canonical", obj)) if block is not None else None
+    except TypeError:  # an unhashable obj (a list, a dict): walked every time
+        block = hit = None
+    if hit is not None:
+        return hit
     actual_to_canon: dict = {}
 
     def symbol(s: sympy.Symbol) -> sympy.Symbol:
