@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 import sympy
 
 from estimator.errors import UserError
+from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Uncosted, lower
 from estimator.precision import check_precision, retype
@@ -52,13 +53,14 @@ class Result:
 
 def sum_by_signature(items: list[tuple[Hashable, Expr]]) -> Expr:
     """Sum expressions, adding each distinct one once with its multiplicity (identical layers make
-    this tens of terms instead of thousands: a naive sympy sum over 1,800 nodes takes seconds)."""
+    this tens of terms instead of thousands: a naive sympy sum over 1,800 nodes takes seconds); over
+    many unknown dims, a flat sum (tiling/symmath.sym_sum)."""
     counts: Counter[Hashable] = Counter()
     exprs: dict[Hashable, Expr] = {}
     for sig, expr in items:
         counts[sig] += 1
         exprs[sig] = expr
-    return sympy.Add(*(counts[s] * exprs[s] for s in counts))
+    return symmath.sym_sum(exprs[s] if counts[s] == 1 else counts[s] * exprs[s] for s in counts)
 
 
 def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
@@ -89,7 +91,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     collective kernels are priced (estimator/serve/collectives.py)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
-    with symmath.flat_symbolic(len(set(free) - set(dims))):  # many unknown dims: no pairwise simplification
+    with cyclic_gc_paused(), symmath.flat_symbolic(len(set(free) - set(dims))):  # flat: see tiling/symmath
         return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
                          warm_inputs, kernel_sass, framework, comm_graphed)
 
@@ -136,13 +138,14 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
                 return price(k.work, hw, plan, k.kind, k.op, framework, comm_graphed)
 
             if symmath.flat():  # many unknown dims: kernels alike up to a renaming share one Timing
-                timings[k.signature] = symmath.renamed(alike, (alike_signature(graph, k), plan and plan.key),
-                                                       make)
-            else:
-                # a plan carrying residency or a compiled kernel is not remembered: nor is its Timing
-                plain = plan is None or not (plan.resident_bytes or plan.resident_bytes_bound or plan.sass)
-                full = (hw_key, framework, comm_graphed, key, plan.key if plan else None, k.kind, k.op)
-                timings[k.signature] = memo.timing(full, make) if plain else make()
+                def make(k=k, plan=plan, priced=make) -> Timing:  # noqa: F811 - the flat path wraps it
+                    return symmath.renamed(alike, alike_signature(graph, k), priced, plan and plan.key)
+
+            # a plan carrying residency or a compiled kernel is not remembered: nor is its Timing
+            plain = plan is None or not (plan.resident_bytes or plan.resident_bytes_bound or plan.sass)
+            full = (hw_key, framework, comm_graphed, key, plan.key if plan else None, k.kind, k.op,
+                    symmath.flat())  # flat or not builds the same values in other forms: never mixed
+            timings[k.signature] = memo.timing(full, make) if plain else make()
         priced.append(PricedKernel(k, timings[k.signature]))
     fusion = next((name for name, p in STRATEGIES.items()
                    if Pipeline.parse(pipeline_for(name, hw.family)) == Pipeline.parse(pipeline)), "custom")

@@ -12,7 +12,7 @@ import heapq
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 from typing import Any
 
@@ -78,7 +78,7 @@ class Tensor:
     # the flattened values of a small host constant (axes, scalars such as a sliding window), when known
     value: tuple | None = field(default=None, compare=False, repr=False)
 
-    @property
+    @cached_property  # a frozen value: computed once (fusion rules and costs ask often)
     def numel(self) -> Expr:
         if self.shape is None:
             raise ValueError(f"tensor {self.name!r} has no shape")
@@ -155,7 +155,9 @@ class Graph:
                 self.producer[out] = node.name
 
     def node(self, name: str) -> Node:
-        return self.nx.nodes[name]["node"]
+        # networkx's own node-attribute dict: its NodeView's __getitem__ costs a few calls per look-up,
+        # and passes look nodes up by the hundred thousand
+        return self.nx._node[name]["node"]
 
     def topo_nodes(self) -> Iterator[Node]:
         """Nodes in a deterministic topological order; raises ValueError on a cycle. The order is sorted

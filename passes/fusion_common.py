@@ -21,8 +21,22 @@ def numel(graph: Graph, tensor: str) -> sympy.Expr | None:
 
 
 def same(a: sympy.Expr | None, b: sympy.Expr | None) -> bool:
-    """Provably equal (unknown counts as no)."""
-    return a is not None and b is not None and sympy.expand(a - b) == 0
+    """Provably equal (unknown counts as no). Two monomials (a tensor's numel: a product of dims) are
+    equal exactly when sympy's canonical forms are; anything else is expanded."""
+    if a is None or b is None:
+        return False
+    if _monomial(a) and _monomial(b):
+        return a == b
+    return sympy.expand(a - b) == 0
+
+
+def _monomial(e) -> bool:
+    """A rational, a symbol, or a product of rationals and symbols with integer powers (sympy keeps these in
+    one canonical form, so comparing them needs no expansion)."""
+    e = sympy.sympify(e)
+    factors = e.args if e.is_Mul else (e,)
+    return all(f.is_Rational or f.is_Symbol or (f.is_Pow and f.base.is_Symbol and f.exp.is_Integer)
+               for f in factors)
 
 
 def divides(small: sympy.Expr | None, big: sympy.Expr | None) -> bool:

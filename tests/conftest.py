@@ -5,13 +5,14 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def hf_exports(tmp_path_factory):
-    """Tiny random-init Llama, GPT-2 and BERT from transformers, exported once per test session
-    (test_validate.py runs them in onnxruntime, test_fuzz.py mutates them)."""
+def hf_exports():
+    """The tiny random-init transformers exports of models/hf_tiny.py (Llama, GPT-2, BERT and the MoE /
+    window families), loaded once per session from the export cache of models/hf.py, which
+    test_moe_exports.py and test_fusion.py read too: each family is exported once per machine, not once
+    per session and user (test_validate.py runs them in onnxruntime, test_fuzz.py mutates them)."""
     pytest.importorskip("transformers")
     pytest.importorskip("onnxscript")
     from models import hf_tiny
+    from models.hf import export_tiny
 
-    folder = tmp_path_factory.mktemp("hf")
-    return {family: onnx.load(str(hf_tiny.export(family, folder / f"{family}.onnx")))
-            for family in hf_tiny.FAMILIES}
+    return {family: onnx.load(str(export_tiny(family))) for family in hf_tiny.FAMILIES}

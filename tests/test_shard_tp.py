@@ -119,12 +119,12 @@ def test_fused_qkv_with_split_is_sharded_by_heads():
     assert "2 query heads -> 1, 2 kv heads -> 1, head_dim 4" in res.decisions[0]
 
 
-def test_transformers_export_is_sharded_the_same_way(tmp_path):
+def test_transformers_export_is_sharded_the_same_way():
     pytest.importorskip("transformers")
     from estimator.frontends.onnx_import import import_file
-    from models import hf_tiny
+    from models.hf import export_tiny
 
-    g = import_file(str(hf_tiny.export("llama", tmp_path / "llama.onnx")))  # torch.onnx dynamo names
+    g = import_file(str(export_tiny("llama")))  # torch.onnx dynamo names (models/hf.py's export cache)
     res = shard_tp(g, 2)
     kinds = [d.split(":")[0] for d in res.decisions]
     assert kinds == ["attention", "mlp", "attention", "mlp", "embedding", "lm_head"]

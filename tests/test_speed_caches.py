@@ -131,3 +131,45 @@ def test_external_rope_tables_keep_shape_and_dtype_only():
     assert cos.data_type == onnx.TensorProto.FLOAT and not cos.raw_data
     length = {e.key: e.value for e in cos.external_data}["length"]
     assert int(length) == llama.LLAMA_TINY.max_pos * llama.LLAMA_TINY.head_dim * 4
+
+
+def test_estimate_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    import gc
+
+    from estimator import estimate as estimate_mod
+
+    seen = []
+    real = estimate_mod._estimate
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(estimate_mod, "_estimate", spy)
+    graph = _decode_graph(1)
+    assert gc.isenabled()
+    estimate(graph, H100, dims={"batch": 8})
+    assert seen == [False] and gc.isenabled()  # paused inside, enabled again after
+    gc.disable()
+    try:
+        estimate(graph, H100, dims={"batch": 8})
+        assert not gc.isenabled()  # a caller's own pause is kept
+    finally:
+        gc.enable()
+    with pytest.raises(Exception):  # noqa: B017 - any error: the collector is restored on the way out
+        estimate(graph, H100, dims={"no_such_dim": 1})
+    assert gc.isenabled()
+
+
+def test_fusion_equality_of_monomials_needs_no_expansion():
+    import sympy
+
+    from passes.fusion_common import same
+
+    b, s = sympy.symbols("b s", integer=True, positive=True)
+    assert same(4 * b * s, s * b * 4)  # one canonical form: compared as they are
+    assert not same(b * s, 2 * b * s) and not same(b, s)
+    assert same(b**2 * s, b * b * s)
+    assert same((b + 1) * s, b * s + s)  # not monomials: expanded, (b + 1) s - (b s + s) = 0
+    assert same(sympy.Float(0.5) * b, b / 2)  # a float coefficient: expanded too (0.5 b - b/2 = 0)
+    assert not same(None, b) and not same(b, None)

@@ -11,6 +11,7 @@ import sys
 import traceback
 
 from estimator.errors import UserError
+from estimator.gc_pause import cyclic_gc_paused
 
 EPILOG = """\
 examples:
@@ -223,15 +224,15 @@ def run(argv: list[str] | None) -> int:
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     dims = parse_dims(args.dim)
+    with cyclic_gc_paused():  # start-up: imports and the IR allocate much, free little (gc_pause.py)
+        import hwdesc
+        from estimator.estimate import estimate
+        from estimator.report import fusion as fusion_report
+        from estimator.report.table import to_json, to_symbolic, to_table
+        from estimator.truth.host import resolve_arch
 
-    import hwdesc
-    from estimator.estimate import estimate
-    from estimator.report import fusion as fusion_report
-    from estimator.report.table import to_json, to_symbolic, to_table
-    from estimator.truth.host import resolve_arch
-
-    hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
-    graph, dims = load_graph(args, dims)
+        hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
+        graph, dims = load_graph(args, dims)
     from estimator.sass.mode import kernel_sass
 
     compiled = kernel_sass(args, hw)  # --kernel-sass NODE=FILE: compiled kernels for the tile model

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
 import sympy
 
 from estimator.ir import Expr, Node, Tensor
+from estimator.tiling.symmath import sym_sum
 
 ZERO = sympy.Integer(0)
 
@@ -60,13 +62,13 @@ class Work:
         object.__setattr__(self, "bytes_read", sympy.sympify(self.bytes_read))
         object.__setattr__(self, "bytes_written", sympy.sympify(self.bytes_written))
 
-    @property
+    @cached_property  # a frozen value: each sum built once (flat over many unknown dims: tiling/symmath)
     def dram_bytes(self) -> Expr:
-        return self.bytes_read + self.bytes_written
+        return sym_sum((self.bytes_read, self.bytes_written))
 
-    @property
+    @cached_property
     def total_flops(self) -> Expr:
-        return sympy.Add(*self.flops.values())
+        return sym_sum(self.flops.values())
 
     def __add__(self, other: Work) -> Work:
         flops = dict(self.flops)

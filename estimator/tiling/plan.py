@@ -112,11 +112,11 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
                 return plan_kernel(graph, k, hw, hwp, menu, r, compiled)
 
             if sm.flat():  # many unknown dims: the plan of a kernel alike up to a renaming, renamed
-                cache[key] = _renamed_plan(graph, k, r, cache, make)
-            else:
-                remember = (keys is not None and compiled is None
-                            and not (r.bytes or r.bytes_bound or r.resident))
-                cache[key] = memo.plan((memo.hw_key(hw), keys[i]), make) if remember else make()
+                def make(k=k, r=r, planned=make) -> TilePlan:  # noqa: F811 - the flat path wraps it
+                    return _renamed_plan(graph, k, r, cache, planned)
+            remember = keys is not None and compiled is None and not (r.bytes or r.bytes_bound or r.resident)
+            # flat or not builds the same values in other forms: never mixed
+            cache[key] = memo.plan((memo.hw_key(hw), keys[i], sm.flat()), make) if remember else make()
         plans.append(cache[key])
     return plans
 
@@ -124,8 +124,8 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
 def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make) -> TilePlan:
     """Under symmath.flat() (a graph of many unknown dims: no two kernels have equal signatures, but many
     are alike up to a renaming of their dims) the plan of an alike kernel, renamed (symmath.renamed)."""
-    key = ("plan", alike_signature(graph, kernel), res.bytes, res.bytes_bound, tuple(sorted(res.resident)))
-    return sm.renamed(cache, key, make)
+    extra = ("plan", res.bytes, res.bytes_bound, tuple(sorted(res.resident)))
+    return sm.renamed(cache, alike_signature(graph, kernel), make, extra)
 
 
 def alike_signature(graph: Graph, kernel) -> Hashable:

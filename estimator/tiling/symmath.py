@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 import dataclasses
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -100,17 +100,23 @@ def minimum(*xs: Any) -> Any:
 SIMPLIFY_MAX_DIMS = 4
 
 _FLAT = contextvars.ContextVar("estimator_flat_symbolic", default=False)
+# Within a flat block: obj -> canonical(obj), and id(mapping) -> (mapping, rename memo), see renamed().
+_ALIKE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("estimator_alike", default=None)
 
 
 @contextlib.contextmanager
 def flat_symbolic(free_dims: int) -> Iterator[bool]:
     """Within this block, with more than SIMPLIFY_MAX_DIMS free dims, Max/Min/ceiling/floor over free
     symbols are built without sympy's simplification (sym_max) and symbolic comparisons answer
-    "unknown" (estimator.price.provably_greater): pricing time stays linear in the graph."""
-    token = _FLAT.set(free_dims > SIMPLIFY_MAX_DIMS)
+    "unknown" (estimator.price.provably_greater): pricing time stays linear in the graph. The block
+    also remembers canonical forms and renamings (renamed()); they are dropped on leaving it."""
+    on = free_dims > SIMPLIFY_MAX_DIMS
+    token = _FLAT.set(on)
+    alike = _ALIKE.set({} if on else None)
     try:
-        yield _FLAT.get()
+        yield on
     finally:
+        _ALIKE.reset(alike)
         _FLAT.reset(token)
 
 
@@ -125,7 +131,7 @@ def rounded(e: sympy.Basic, digits: int) -> sympy.Basic:
     if not flat():
         return e.evalf(digits)
     numbers = {a: sympy.Float(a, digits) for a in e.atoms(sympy.Number) if not a.is_Integer}
-    return _rebuild(e, numbers, {})
+    return _rebuild(e, numbers, {}, numbers=True)
 
 
 def sym_max(*xs: Any) -> Any:
@@ -161,6 +167,26 @@ def _lattice(op, fold, xs: tuple) -> Any:
     return op(*args, evaluate=False)
 
 
+def sym_sum(terms: Iterable[Any]) -> Any:
+    """Sum of sympy expressions and numbers: sympy's Add, or, under flat(), nested sums flattened and the
+    numbers folded into one, without sympy's collection of like terms and sorting (over thousands of
+    kernels with dims of their own no two terms are alike, and sorting them cost more than pricing).
+    NB: under flat() a term met twice stays twice (x + x, not 2*x): same value, longer form."""
+    if not flat():
+        return sympy.Add(*terms)
+    args, number = [], sympy.Integer(0)
+    for t in terms:
+        t = sympy.sympify(t)
+        for a in (t.args if isinstance(t, sympy.Add) else (t,)):
+            if a.is_Number:
+                number += a
+            else:
+                args.append(a)
+    if number != 0 or not args:
+        args.append(number)
+    return args[0] if len(args) == 1 else sympy.Add._from_args(args)
+
+
 def where(cond: Any, a: Any, b: Any) -> Any:
     """`a` where `cond` else `b`; `cond` must be decidable (numbers or arrays), never symbolic."""
     if isinstance(cond, np.ndarray):
@@ -180,90 +206,176 @@ def substitute(x: Any, values: dict) -> Any:
     return x
 
 
+_CANON_SYMBOLS: dict[tuple, sympy.Symbol] = {}  # (position, assumptions) -> `_canon<position>`
+
+
+def _canon_symbol(i: int, actual: sympy.Symbol) -> sympy.Symbol:
+    """The i-th canonical symbol, with `actual`'s assumptions (made once per process)."""
+    assumptions = getattr(actual, "_assumptions0", None)  # sympy's sorted tuple of them, where it keeps one
+    if assumptions is None:
+        assumptions = tuple(sorted(actual.assumptions0.items()))
+    s = _CANON_SYMBOLS.get((i, assumptions))
+    if s is None:
+        s = _CANON_SYMBOLS[(i, assumptions)] = sympy.Symbol(f"_canon{i}", **actual.assumptions0)
+    return s
+
+
 def canonical(obj: Any) -> tuple[Any, dict]:
     """`obj` (nested tuples, lists, mappings, dataclasses of hashables and sympy expressions) as a hashable
     key with its free symbols renamed `_canon0`, `_canon1`... in first-seen order (same assumptions), and
-    {canonical: actual symbol}.
+    {canonical: actual symbol}. Inside a flat_symbolic() block an equal `obj` is walked once.
 
     Two kernels of a graph whose shape inference gave every tensor its own unknown dims are alike up to
     a renaming of those dims; keyed by their canonical form, one computation serves both (see renamed)."""
+    block = _ALIKE.get()
+    try:
+        hit = block.get(("canonical", obj)) if block is not None else None
+    except TypeError:  # an unhashable obj (a list, a dict): walked every time
+        block = hit = None
+    if hit is not None:
+        return hit
     actual_to_canon: dict = {}
 
+    def symbol(s: sympy.Symbol) -> sympy.Symbol:
+        c = actual_to_canon.get(s)
+        if c is None:
+            c = actual_to_canon[s] = _canon_symbol(len(actual_to_canon), s)
+        return c
+
     def walk(x: Any) -> Any:
+        if isinstance(x, sympy.Basic):
+            if x.is_Symbol:
+                return symbol(x)
+            if not x.args or x.is_number:
+                return x
+            for s in sorted(x.free_symbols, key=lambda s: s.name):
+                symbol(s)
+            return _rebuild(x, actual_to_canon, {})
+        if isinstance(x, (str, int, float, type(None))):
+            return x
         if isinstance(x, (tuple, list)):
             return tuple(walk(v) for v in x)
         if isinstance(x, Mapping):
             return ("{}", tuple(sorted(((str(k), walk(v)) for k, v in x.items()), key=lambda kv: kv[0])))
         if dataclasses.is_dataclass(x) and not isinstance(x, type):
             return (type(x).__name__, tuple(walk(getattr(x, f.name)) for f in dataclasses.fields(x)))
-        if isinstance(x, sympy.Basic) and not x.is_number:
-            for s in sorted(x.free_symbols, key=lambda s: s.name):
-                if s not in actual_to_canon:
-                    actual_to_canon[s] = sympy.Symbol(f"_canon{len(actual_to_canon)}", **s.assumptions0)
-            return _rebuild(x, actual_to_canon, {})
         return x
 
     key = walk(obj)
-    return key, {c: a for a, c in actual_to_canon.items()}
+    out = key, {c: a for a, c in actual_to_canon.items()}
+    if block is not None:
+        block[("canonical", obj)] = out
+    return out
 
 
-def renamed(cache: dict, obj: Any, make: Callable[[], Any]) -> Any:
+def _memo_for(mapping: dict) -> dict:
+    """The rename memo of `mapping` inside a flat block (shared by every rename with this mapping object,
+    so a subtree two renamed values share is rebuilt once); a fresh one outside."""
+    block = _ALIKE.get()
+    if block is None:
+        return {}
+    entry = block.get(("memo", id(mapping)))
+    if entry is None:
+        entry = block[("memo", id(mapping))] = (mapping, {})  # holding `mapping`: its id stays its own
+    return entry[1]
+
+
+def renamed(cache: dict, obj: Any, make: Callable[[], Any], extra: Hashable = ()) -> Any:
     """`make()`, memoized in `cache` up to a renaming of the free symbols of `obj` (what `make` is a
-    function of): a hit is the stored value with the symbols renamed to this call's. A value holding a
-    symbol `obj` does not is not stored (it is not a function of the key), nor is a string (a message
-    may name the tensors of this call)."""
+    function of, with `extra`: a part of the key without symbols): a hit is the stored value with the
+    symbols renamed to this call's. A value holding a symbol `obj` does not is not stored (it is not a
+    function of the key), nor is a string (a message may name the tensors of this call).
+
+    Inside a flat block, calls whose `obj` is equal (a kernel's Work, plan and Timing are all keyed by
+    its node signature) share one canonical form and one renaming, both ways: the Timing built on a
+    plan is stored sharing the stored plan's subtrees, and renamed back it reuses the plan's rebuilt
+    ones."""
+    if free_symbols(extra):
+        obj, extra = (obj, extra), ()
     key, to_actual = canonical(obj)
+    key = (extra, key)
     hit = cache.get(key)
     if hit is not None:
-        return rename(hit, to_actual)
+        return rename(hit, to_actual, _memo_for(to_actual))
     value = make()
     if not isinstance(value, str) and free_symbols(value) <= set(to_actual.values()):
-        cache[key] = rename(value, {a: c for c, a in to_actual.items()})
+        cache[key] = rename(value, _inverse(to_actual), _memo_for(_inverse(to_actual)))
     return value
+
+
+def _inverse(to_actual: dict) -> dict:
+    """{actual: canonical} for a mapping canonical() returned (one object per mapping inside a block)."""
+    block = _ALIKE.get()
+    if block is None:
+        return {a: c for c, a in to_actual.items()}
+    entry = block.get(("inverse", id(to_actual)))
+    if entry is None:
+        entry = block[("inverse", id(to_actual))] = (to_actual, {a: c for c, a in to_actual.items()})
+    return entry[1]
 
 
 def rename(x: Any, mapping: dict, memo: dict | None = None) -> Any:
     """`x` with symbols replaced per `mapping`: sympy expressions, and the values of mappings, tuples and
     frozen dataclasses (whose sympy fields are renamed); anything else unchanged. NB: the expressions are
     rebuilt as they are, never re-simplified (a renaming changes no value, and re-simplifying would cost
-    what the renaming saves)."""
+    what the renaming saves). `memo` (id of a subtree -> its rebuilt form) may be shared by calls with the
+    same `mapping` whose inputs stay alive meanwhile: a subtree shared between them is rebuilt once."""
     memo = {} if memo is None else memo  # subtrees shared between fields are rebuilt once
     if isinstance(x, sympy.Basic):
-        return x if x.is_number else _rebuild(x, mapping, memo)
-    if isinstance(x, Mapping):
+        return _rebuild(x, mapping, memo)
+    if isinstance(x, (dict, MappingProxyType)):
         out = {k: rename(v, mapping, memo) for k, v in x.items()}
         return MappingProxyType(out) if isinstance(x, MappingProxyType) else out
     if isinstance(x, tuple):
         return tuple(rename(v, mapping, memo) for v in x)
+    if isinstance(x, (str, int, float, type(None))):
+        return x
+    if isinstance(x, Mapping):
+        return {k: rename(v, mapping, memo) for k, v in x.items()}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return dataclasses.replace(x, **{f.name: rename(getattr(x, f.name), mapping, memo)
                                          for f in dataclasses.fields(x) if f.init})
     return x
 
 
-def _rebuild(e: sympy.Basic, mapping: dict, memo: dict) -> sympy.Basic:
-    """`e` with its symbols replaced, the tree rebuilt node by node without evaluation."""
-    if e in mapping:
-        return mapping[e]
-    if not e.args:
-        return e
-    done = memo.get(e)
+_ROUNDING = (sympy.ceiling, sympy.floor)
+
+
+def _rebuild(e: sympy.Basic, mapping: dict, memo: dict, numbers: bool = False) -> sympy.Basic:
+    """`e` with its symbols (and, with `numbers`, its number atoms) replaced per `mapping`, the tree
+    rebuilt node by node without evaluation. `memo` is keyed by id, holding the subtree with its rebuilt
+    form so that the id stays its own: hashing a subtree and comparing it structurally on a hit would
+    cost more than rebuilding it."""
+    args = e._args  # Basic's slot (the `args` property costs a call per node)
+    if not args:
+        return mapping.get(e, e) if (numbers or e.is_Symbol) else e
+    done = memo.get(id(e))
     if done is not None:
-        return done
-    args = tuple(_rebuild(a, mapping, memo) for a in e.args)
-    if args == e.args:
+        return done[1]
+    new, changed = [], False
+    for a in args:  # leaves inline: most arguments are symbols and numbers
+        if a._args:
+            b = _rebuild(a, mapping, memo, numbers)
+        else:
+            b = mapping.get(a, a) if (numbers or a.is_Symbol) else a
+        changed = changed or b is not a
+        new.append(b)
+    if not changed:
         out = e
     elif isinstance(e, (sympy.Add, sympy.Mul)):
-        out = type(e)._from_args(args, e.is_commutative)
+        out = type(e)._from_args(new, e.is_commutative)
     elif isinstance(e, (sympy.Max, sympy.Min)):  # their evaluate=False still sorts the arguments
-        out = sympy.Basic.__new__(type(e), *args)
-        out._argset = frozenset(args)
+        out = sympy.Basic.__new__(type(e), *new)
+        out._argset = frozenset(new)
+    elif type(e) in _ROUNDING:  # what Function.__new__ does unevaluated, minus its cache and nargs set
+        out = sympy.Basic.__new__(type(e), *new)
+        out.nargs = e.nargs
     else:
         try:
-            out = e.func(*args, evaluate=False)
+            out = e.func(*new, evaluate=False)
         except TypeError:  # a class without the keyword (ExprCondPair, Tuple...): nothing to evaluate
-            out = e.func(*args)
-    memo[e] = out
+            out = e.func(*new)
+    memo[id(e)] = (e, out)
     return out
 
 
