@@ -17,8 +17,11 @@ which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all 
 model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
 eager). Each table also gives the error without the communication kernels (the figures before they
 were priced).
-- precision: the row's (fp8 -> fp8; empty -> bf16); gpt-oss's MXFP4 weights are priced as fp8 (NB: H100
-  has no fp4 tensor cores; vLLM runs them through a W4A16 kernel, which reads half of fp8's bytes).
+- precision: the row's (fp8 -> fp8; empty -> bf16). gpt-oss ships its experts in MXFP4 (the bundled
+  config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
+  grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
+  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
+  moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
@@ -47,6 +50,23 @@ TARGETS = {"qwen3-32b": 0.12, "qwen3-235b-a22b": 0.20, "gpt-oss-120b": 0.20}
 def _int(row: dict, key: str, default: int = 1) -> int:
     """A parallel size; empty or 0 (the CSV writes both for "not used") is `default`."""
     return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
+
+
+def precision_of(row: dict, cfg) -> tuple[str, str]:
+    """(--precision, the experts' stored format, "" for none) of a row (see the module doc)."""
+    stored = cfg.moe.weight_format if cfg.moe is not None else ""
+    if stored and not row.get("moe_quant_mode", "").startswith("fp8"):
+        return "bf16", stored  # weight-only experts (W4A16), bf16 activations
+    return ("fp8" if row["precision"] in ("fp8", "fp4") else "bf16"), ""
+
+
+def with_expert_format(cfg, stored: str):
+    """`cfg` with its experts stored as `stored` ("" the float dtype --precision sets)."""
+    from dataclasses import replace
+
+    if cfg.moe is None or cfg.moe.weight_format == stored:
+        return cfg
+    return replace(cfg, moe=replace(cfg.moe, weight_format=stored))
 
 
 def sharded_graphs(cfg, tp: int, ep: int):
@@ -125,18 +145,18 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["model_path"] == MODELS[name]]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
-            precision = "fp8" if r["precision"] in ("fp8", "fp4") else "bf16"
+            precision, stored = precision_of(r, NAMED[name])
             tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
             if NAMED[name].moe is None:
                 ep = 1
-            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, r["backend"])
+            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, stored, r["backend"])
             groups[key].append(r)
         errors_by_key = {}
-        for (tp, ep, moe_tp, precision, backend), grp in sorted(groups.items()):
+        for (tp, ep, moe_tp, precision, stored, backend), grp in sorted(groups.items()):
             if NAMED[name].moe is not None and moe_tp * ep != tp:
                 print(f"  skipped {len(grp)} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}", file=sys.stderr)
                 continue
-            decode, prefill_graph = sharded_graphs(NAMED[name], tp, ep)
+            decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
             batches = {int(r["batch_size"]) for r in grp}
             step = _decode_step(decode, hw, precision, batches, backend)
             prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
@@ -148,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                                    if prefill else 0.0)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
-            errors_by_key[(tp, ep, moe_tp, precision, backend)] = errs
+            errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
         all_err = np.concatenate([e[0] for e in errors_by_key.values()])
         no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
         med = float(statistics.median(np.abs(all_err)))
@@ -157,10 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
               f"{'ok' if ok else 'MISSED'}; without the communication kernels "
               f"{float(statistics.median(np.abs(no_comm))):.1%}")
-        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>5} {'rows':>5} "
+        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>10} {'rows':>5} "
               f"{'median err':>11} {'median |err|':>13} {'no-comm err':>12} {'no-comm |err|':>14}")
         for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items():
-            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>5} {len(err):>5} "
+            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>10} {len(err):>5} "
                   f"{float(np.median(err)):>11.1%} {float(np.median(np.abs(err))):>13.1%} "
                   f"{float(np.median(bare)):>12.1%} {float(np.median(np.abs(bare))):>14.1%}")
     return 1 if failed else 0
