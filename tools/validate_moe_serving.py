@@ -9,6 +9,12 @@ every step in steady state: B / osl requests finish per step, so as many arrive,
 tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes 128 -> 512: 0.5 x a
 ~160 ms prefill, as this predicts). The KV cache is appended in place (the decode graph's Concat of
 past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
+Where the framework mixes a prefill into a decode step (in-flight batching: TensorRT-LLM, vLLM's chunked
+prefill; not SGLang, whose default runs prefill batches on their own, enable_mixed_chunk False), that
+step's decoding requests ride in the prefill's GEMMs: the weights are read once, so each prefill adds
+max(0, prefill(isl) - the decode step's non-attention kernels) (serve/serving.py's mixed step, T_mix =
+T_pre + the decode attention). Before, each prefill was charged whole on top of a full decode step,
+reading every weight twice (Qwen3-235B TP4/EP4 at isl 128, B 64: +89%).
 Each row is priced on one GPU of its deployment through the same passes as `estimate --tp N
 --expert-parallel M`: the experts sharded by expert parallelism EP (models.decoder_config.shard_experts:
 E / EP experts, k / EP routes, the dispatch and combine AllToAll around the grouped GEMMs), then
@@ -25,7 +31,7 @@ were priced).
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady]
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady] [--no-mixed]
 """
 
 from __future__ import annotations
@@ -92,21 +98,48 @@ def _kernel_sum(result, keep):
     return sympy.lambdify([dim(free[0].name)], total, "numpy")
 
 
+# Frameworks whose default scheduler runs a prefill inside a decode step (module doc).
+MIXED_BATCHING = {"trtllm": "TensorRT-LLM in-flight batching: context and generation requests in one step",
+                  "vllm": "vLLM V1: chunked prefill on by default, prefill chunks batched with decodes"}
+
+
 def _both(result):
     """(with, without the communication kernels): each a function of the one free dim."""
     return (_kernel_sum(result, lambda g, k: True),
             _kernel_sum(result, lambda g, k: k.kind != "communication"))
 
 
+def _shared(result):
+    """(with, without comm) of the kernels a mixed step shares with its prefill: all but attention."""
+    return (_kernel_sum(result, lambda g, k: k.kind != "attention"),
+            _kernel_sum(result, lambda g, k: k.kind not in ("attention", "communication")))
+
+
 def _decode_step(graph, hw, precision: str, batches: set[int], framework: str) -> dict:
-    """batch -> (with comm, without) functions past_seq -> seconds of one decode step (tiles chosen at
-    the bound batch; CUDA-graphed collectives)."""
+    """batch -> ((with comm, without), (shared with comm, without)) functions past_seq -> seconds of one
+    decode step and of its non-attention kernels (tiles chosen at the bound batch; CUDA-graphed
+    collectives)."""
     from estimator.estimate import estimate
     from passes import pipeline_for
 
-    return {b: _both(estimate(graph, hw, precision=precision, dims={"batch": b},
-                              pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework))
-            for b in sorted(batches)}
+    steps = {}
+    for b in sorted(batches):
+        result = estimate(graph, hw, precision=precision, dims={"batch": b},
+                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework)
+        steps[b] = (_both(result), _shared(result))
+    return steps
+
+
+def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: int = 0) -> float:
+    """One row's TPOT: the decode step at past isl + osl/2, plus the batch / osl prefills per step
+    (each less the decode's non-attention kernels where `mixed`, see the module doc); `i` 0 with the
+    communication kernels, 1 without."""
+    (whole, shared), past = step, isl + osl / 2
+    t = whole[i](past)
+    if prefill is not None:
+        extra = prefill[i](isl) - (shared[i](past) if mixed else 0.0)
+        t += batch / osl * max(0.0, extra)
+    return float(t)
 
 
 def _prefill(graph, hw, precision: str, framework: str):
@@ -131,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--no-steady", dest="steady", action="store_false",
                     help="price the decode step alone (no in-flight prefills)")
+    ap.add_argument("--no-mixed", dest="mixed", action="store_false",
+                    help="charge each in-flight prefill whole on top of the decode step (the figures "
+                         "before mixed steps were modelled)")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -162,10 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
+            mixed = backend in MIXED_BATCHING and args.mixed
             for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
-                est = np.array([step[int(r["batch_size"])][i](float(r["isl"]) + float(r["osl"]) / 2)
-                                + (int(r["batch_size"]) / float(r["osl"]) * prefill[i](float(r["isl"]))
-                                   if prefill else 0.0)
+                est = np.array([tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                       float(r["isl"]), float(r["osl"]), mixed, i)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
             errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs

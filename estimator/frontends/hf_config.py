@@ -180,9 +180,13 @@ def load(path: str | Path) -> DecoderConfig:
     return decoder_config(data)
 
 
-def build_graph(cfg: DecoderConfig, decode: bool = False, name: str = "hf-config"):
-    """The estimator IR graph of `cfg` (external weights: dims and dtypes only)."""
+def build_graph(cfg: DecoderConfig, decode: bool = False, name: str = "hf-config", kv_cache: bool = True):
+    """The estimator IR graph of `cfg` (external weights: dims and dtypes only). `kv_cache` False: a
+    prefill that writes no KV cache (transformers' use_cache=False; models.decoder.build)."""
     from estimator.frontends.onnx_import import import_model
     from models import decoder
 
-    return import_model(decoder.build(name, cfg, "decode" if decode else "prefill", weights="external"))
+    if decode and not kv_cache:
+        raise HfConfigError("a decode step needs the KV cache (--no-kv-cache is for prefill)")
+    return import_model(decoder.build(name, cfg, "decode" if decode else "prefill", weights="external",
+                                      kv_cache=kv_cache))

@@ -298,9 +298,8 @@ def import_model(model: onnx.ModelProto) -> Graph:
     """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
     checker), symbolic shape inference and IR construction for a loaded model; weights its metadata
     names in a stored format (MXFP4) get that dtype (stored_formats.py)."""
-    from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
-
     from estimator.frontends import stored_formats
+    from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
 
     check_opset(model)
     validate_graph(model)
