@@ -33,10 +33,11 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-bias-act",
+    "ort": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
+            "fuse-bias-act"),
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,"
-                 "fuse-epilogue"),
+    "tensorrt": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
+                 "fuse-swiglu,fuse-epilogue"),
     "max": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
             "fuse-swiglu,fuse-epilogue,fuse-elementwise"),
 }

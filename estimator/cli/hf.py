@@ -1,5 +1,7 @@
-"""`estimate --hf-config config.json [--decode | --no-kv-cache]`: price the decoder a transformers config describes,
-built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
+"""`estimate --hf-config config.json [--decode | --no-kv-cache]`: price the decoder a transformers config
+describes, built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
+`--no-kv-cache`: a prefill that writes no KV cache (transformers' use_cache=False, as a cache-less ONNX
+export holds it), to compare with such an export like for like.
 
 `--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider), with --hf-config
 or a bundled MoE model (`--model qwen3-235b-a22b[-decode]`, models/named_configs.py), prices one GPU of
