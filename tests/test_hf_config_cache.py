@@ -48,16 +48,23 @@ def _const(value: float):
 
 
 def test_mixed_step_shares_the_weight_reads():
-    # decode step 30 ms of which 25 ms outside attention; a prefill of isl tokens 40 ms; B 64, osl 128:
-    # 64/128 = 0.5 prefills per step
+    # decode step 30 ms, 25 ms of it outside attention; a prefill of s tokens 20 ms + 0.1 ms a token,
+    # 12 ms + 0.05 ms a token outside attention; isl 128, B 64, osl 128: 64/128 = 0.5 prefills per step
     step = ((_const(0.030), _const(0.030)), (_const(0.025), _const(0.025)))
-    prefill = (_const(0.040), _const(0.040))
+
+    def pre(s):
+        return 0.020 + 1e-4 * s
+
+    def pre_shared(s):
+        return 0.012 + 5e-5 * s
+
+    prefill = ((pre, pre), (pre_shared, pre_shared))
     separate = vms.tpot_s(step, prefill, 64, 128.0, 128.0, mixed=False)
     mixed = vms.tpot_s(step, prefill, 64, 128.0, 128.0, mixed=True)
-    assert separate == pytest.approx(0.030 + 0.5 * 0.040)  # 50 ms: every weight read twice
-    assert mixed == pytest.approx(0.030 + 0.5 * (0.040 - 0.025))  # 37.5 ms
-    tiny = (_const(0.010), _const(0.010))  # a prefill cheaper than the shared kernels adds nothing
-    assert vms.tpot_s(step, tiny, 64, 128.0, 128.0, mixed=True) == pytest.approx(0.030)
+    assert separate == pytest.approx(0.030 + 0.5 * 0.0328)  # 46.4 ms: every weight read twice
+    # the mixed step's shared kernels at 128 + 64 tokens: 12 + 0.05 * 192 = 21.6 ms; its prefill
+    # attention 32.8 - 18.4 = 14.4 ms; less the decode's 25 ms: 11 ms a prefill
+    assert mixed == pytest.approx(0.030 + 0.5 * (0.0216 + 0.0144 - 0.025))  # 35.5 ms
     assert vms.tpot_s(step, None, 64, 128.0, 128.0, mixed=True) == pytest.approx(0.030)  # --no-steady
 
 

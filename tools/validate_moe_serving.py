@@ -11,10 +11,11 @@ tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes
 past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
 Where the framework mixes a prefill into a decode step (in-flight batching: TensorRT-LLM, vLLM's chunked
 prefill; not SGLang, whose default runs prefill batches on their own, enable_mixed_chunk False), that
-step's decoding requests ride in the prefill's GEMMs: the weights are read once, so each prefill adds
-max(0, prefill(isl) - the decode step's non-attention kernels) (serve/serving.py's mixed step, T_mix =
-T_pre + the decode attention). Before, each prefill was charged whole on top of a full decode step,
-reading every weight twice (Qwen3-235B TP4/EP4 at isl 128, B 64: +89%).
+step's decoding requests ride in the prefill's GEMMs: the weights are read once, and the mixed step's
+non-attention kernels are the prefill's at isl + B tokens; each prefill adds that, plus its attention,
+less the decode step's non-attention kernels (serve/serving.py's mixed step, T_mix = T_pre + the decode
+attention, with the B decode rows in the GEMMs too). Before, each prefill was charged whole on top of a
+full decode step, reading every weight twice (Qwen3-235B TP4/EP4 at isl 128, B 64: +89%).
 Each row is priced on one GPU of its deployment through the same passes as `estimate --tp N
 --expert-parallel M`: the experts sharded by expert parallelism EP (models.decoder_config.shard_experts:
 E / EP experts, k / EP routes, the dispatch and combine AllToAll around the grouped GEMMs), then
@@ -131,26 +132,31 @@ def _decode_step(graph, hw, precision: str, batches: set[int], framework: str) -
 
 
 def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: int = 0) -> float:
-    """One row's TPOT: the decode step at past isl + osl/2, plus the batch / osl prefills per step
-    (each less the decode's non-attention kernels where `mixed`, see the module doc); `i` 0 with the
-    communication kernels, 1 without."""
+    """One row's TPOT: the decode step at past isl + osl/2, plus batch / osl prefills per step, each
+    what it adds to its step: where `mixed`, the non-attention kernels at isl + batch tokens (the
+    decoding rows ride in the prefill's GEMMs) plus the prefill's attention, less the decode step's
+    non-attention kernels; else the whole prefill (see the module doc). `i` 0 with the communication
+    kernels, 1 without."""
     (whole, shared), past = step, isl + osl / 2
     t = whole[i](past)
     if prefill is not None:
-        extra = prefill[i](isl) - (shared[i](past) if mixed else 0.0)
+        (pre, pre_shared) = prefill
+        extra = pre[i](isl)
+        if mixed:
+            extra += pre_shared[i](isl + batch) - pre_shared[i](isl) - shared[i](past)
         t += batch / osl * max(0.0, extra)
     return float(t)
 
 
 def _prefill(graph, hw, precision: str, framework: str):
-    """(with comm, without) functions isl -> seconds of one request's prefill (batch 1, eager
-    collectives)."""
+    """((with comm, without), (shared with comm, without)) functions seq -> seconds of one request's
+    prefill of seq tokens and of its non-attention kernels (batch 1, eager collectives)."""
     from estimator.estimate import estimate
     from passes import pipeline_for
 
-    return _both(estimate(graph, hw, precision=precision, dims={"batch": 1},
-                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework,
-                          comm_graphed=False))
+    result = estimate(graph, hw, precision=precision, dims={"batch": 1}, pipeline=pipeline_for("tensorrt"),
+                      tiling=True, framework=framework, comm_graphed=False)
+    return _both(result), _shared(result)
 
 
 def rows_of(path: Path) -> list[dict]:
