@@ -161,7 +161,7 @@ def _output_ops(cons: Consumers, pv: Node) -> list[Node]:
             break
         out.append(c)
         tensor = c.outputs[0]
-    return out if any(n.op_type == "Transpose" for n in out) or not out else []
+    return out if any(n.op_type == "Transpose" for n in out) else []  # never a lone view
 
 
 def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:
