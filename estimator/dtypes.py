@@ -20,6 +20,9 @@ DTYPE_BYTES: dict[str, sympy.Rational] = {
     "fp8e5m2": sympy.Integer(1),
     "fp4e2m1": sympy.Rational(1, 2),
     "fp8e8m0": sympy.Integer(1),  # the MX block-scale type
+    # OCP MXFP4 as a weight is stored: fp4 e2m1 values + one e8m0 scale per 32 of them, 4 + 8/32 = 4.25
+    # bits a weight (gpt-oss's expert weights). See STORED_FORMATS.
+    "mxfp4": sympy.Rational(17, 32),
     "int2": sympy.Rational(1, 4),
     "uint2": sympy.Rational(1, 4),
     "int4": sympy.Rational(1, 2),
@@ -67,6 +70,14 @@ for _attr, _name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uin
                      ("INT2", "int2"), ("UINT2", "uint2"), ("FLOAT8E8M0", "fp8e8m0")):
     if hasattr(TensorProto, _attr):  # newer onnx only
         _ONNX_TO_NAME[getattr(TensorProto, _attr)] = _name
+
+# Block-scaled storage formats a weight-only GEMM reads and dequantizes in its mainloop (W4A16 on Hopper):
+# the tensor's bytes are values + scales, its math runs at the other operand's dtype. ONNX has no
+# element type for a format stored as one tensor, so the builders name such weights in the model's
+# metadata (estimator/frontends/stored_formats.py). `--precision` leaves them as stored (not FLOAT_DTYPES).
+STORED_FORMATS: dict[str, dict[str, int]] = {
+    "mxfp4": {"value_bits": 4, "block": 32, "scale_bits": 8},  # OCP MX spec v1.0: e2m1 + e8m0 per 32
+}
 
 # --precision choices -> the dtype float tensors are re-typed to.
 PRECISIONS: dict[str, str] = {

@@ -10,6 +10,11 @@ PV) by the flash-attention core of estimator/cost/attention.py: the same 4*d FLO
 causal tile skipping when the mask was recognized as causal, and no S x S tensor in DRAM.
 
 A MoE group (attrs["moe"], passes/fuse_moe.py) reads its expert weights at the active experts' share.
+Expert weights in a block-scaled stored format (MXFP4, estimator/dtypes.STORED_FORMATS) make it a
+weight-only grouped GEMM (W4A16 on Hopper, vLLM's for gpt-oss): the bytes are the stored ones (values +
+scales), the MMA runs at the activations' dtype (the members' MatMul sees the gathered, dequantized
+operand), and each weight tile read is dequantized once per M tile of DEQUANT_TILE_M routed rows:
+DEQUANTIZE_OPS CUDA-core ops per element (see `moe_dequant_ops`).
 """
 
 from __future__ import annotations
@@ -20,10 +25,15 @@ import sympy
 
 from estimator.cost.attention import Core, attention_core
 from estimator.cost.moe import active_fraction
-from estimator.cost.registry import Work, traffic
-from estimator.dtypes import DtypeError
+from estimator.cost.quant import DEQUANTIZE_OPS
+from estimator.cost.registry import Work, alu_unit, traffic
+from estimator.dtypes import STORED_FORMATS, DtypeError
 from estimator.ir import Graph, Node, Tensor
 
+# Routed rows per M tile of a weight-only grouped GEMM, each of which dequantizes the weight tiles it
+# reads. NB: an assumption, not a fit: the middle of the 16-128 row tiles vLLM's fused-MoE kernels
+# (Marlin MoE, triton matmul_ogs) choose on Hopper; at decode an expert's rows fit in one tile anyway.
+DEQUANT_TILE_M = 64
 WorkOf = Callable[[Node], "Work | str | None"]  # None: a free member (view, host-side)
 
 
@@ -44,6 +54,9 @@ def fused_work(graph: Graph, node: Node, member_work: WorkOf) -> Work | str:
     if core:
         for k, v in attention_core(core_of(core)).flops.items():
             flops[k] = flops.get(k, 0) + v
+    dequant = moe_dequant_ops(graph, node.attrs.get("moe"))
+    if dequant != 0:
+        flops[alu_unit("fp32")] = flops.get(alu_unit("fp32"), 0) + dequant
     scale = moe_read_scale(node.attrs.get("moe"))
     try:
         read = sympy.Add(*(traffic(_tensor(graph, t)) * scale.get(t, 1) for t in node.inputs if t))
@@ -62,6 +75,27 @@ def moe_read_scale(info: dict | None) -> dict:
         return {}
     frac = active_fraction(info["experts"], info["top_k"], info["tokens"])
     return dict.fromkeys(info["weights"], frac)
+
+
+def moe_dequant_ops(graph: Graph, info: dict | None) -> sympy.Expr:
+    """CUDA-core ops a weight-only grouped GEMM spends dequantizing its stored-format expert weights:
+    DEQUANTIZE_OPS per element read (the active experts' share), once per M tile of each active
+    expert's routed rows, m_tiles = Max(1, pairs / (active experts * DEQUANT_TILE_M)). 0 for float
+    weights. NB: routed rows spread evenly over the active experts (skew makes a few experts' tiles
+    more); the same uniform-routing expectation as `active_fraction`."""
+    if not info:
+        return sympy.Integer(0)
+    stored = [graph.tensors[w] for w in info["weights"]
+              if w in graph.tensors and graph.tensors[w].dtype in STORED_FORMATS]
+    if not stored:
+        return sympy.Integer(0)
+    experts = sympy.sympify(info["experts"])
+    if info.get("top_k") is None:  # routing unknown: every expert, one tile each
+        frac, m_tiles = sympy.Integer(1), sympy.Integer(1)
+    else:
+        frac = active_fraction(experts, info["top_k"], info["tokens"])
+        m_tiles = sympy.Max(1, info["tokens"] * info["top_k"] / (frac * experts * DEQUANT_TILE_M))
+    return sympy.Add(*(DEQUANTIZE_OPS * w.numel for w in stored)) * frac * m_tiles
 
 
 def core_of(info: dict) -> Core:

@@ -12,6 +12,7 @@ LayerNormalization), so each family file reads as the network it describes.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,6 +27,9 @@ IR_VERSION = 9
 WEIGHT_MODES = ("random", "external")
 
 FLOAT = TensorProto.FLOAT
+# metadata key naming weights stored in a block-scaled format (MXFP4), read by
+# estimator/frontends/stored_formats.py (KEY there)
+STORED_FORMATS_KEY = "estimator.stored_formats"
 INT64 = TensorProto.INT64
 Dims = Sequence[int | str]
 
@@ -55,6 +59,7 @@ class GraphBuilder:
         self._scope: list[str] = []
         self._name_counts: Counter[str] = Counter()
         self._external_offset = 0
+        self._stored_formats: dict[str, str] = {}
 
     # ---- naming -------------------------------------------------------------------------------
 
@@ -150,6 +155,11 @@ class GraphBuilder:
         self._external_offset += length
         return name
 
+    def stored_format(self, weight: str, fmt: str) -> str:
+        """Mark `weight` as stored in block-scaled format `fmt` (e.g. "mxfp4"; the model's metadata)."""
+        self._stored_formats[weight] = fmt
+        return weight
+
     # ---- graph interface ----------------------------------------------------------------------
 
     def input(self, name: str, elem_type: int, dims: Dims) -> str:
@@ -182,6 +192,9 @@ class GraphBuilder:
         domains = sorted({n.domain for n in self._nodes} - {"", "ai.onnx"})  # e.g. com.microsoft collectives
         model.opset_import.extend(helper.make_opsetid(d, 1) for d in domains)
         model.doc_string = doc
+        if self._stored_formats:
+            entry = model.metadata_props.add()
+            entry.key, entry.value = STORED_FORMATS_KEY, json.dumps(self._stored_formats, sort_keys=True)
         graph = model.graph
         graph.name = self.model_name
         graph.doc_string = doc

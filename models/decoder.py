@@ -59,9 +59,14 @@ def _present_dims(cfg: DecoderConfig, layer: int, decode: bool) -> list:
     return ["batch", cfg.num_kv_heads, seq, cfg.head_dim]
 
 
-def build(name: str, cfg: DecoderConfig, mode: str, weights: str | None = None) -> onnx.ModelProto:
+def build(name: str, cfg: DecoderConfig, mode: str, weights: str | None = None,
+          kv_cache: bool = True) -> onnx.ModelProto:
+    """The decoder graph of `cfg` in `mode`. `kv_cache` False (prefill only): no present K/V outputs,
+    the forward pass transformers runs with use_cache=False (what an export without a cache holds)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not kv_cache and mode == "decode":
+        raise ValueError("a decode step reads and writes the KV cache (kv_cache=False is prefill only)")
     b = GraphBuilder(name, weights or cfg.weights)
     decode = mode == "decode"
     input_ids, pasts = _inputs(b, cfg, decode)
@@ -81,7 +86,7 @@ def build(name: str, cfg: DecoderConfig, mode: str, weights: str | None = None) 
             past = pasts[i] if decode else None
             x, present = _layer(b, cfg, i, x, rope, layer_masks.get(cfg.window(i)), past)
             names = ("latent",) if cfg.mla else ("key", "value")
-            for tensor, kind in zip(present, names, strict=True):
+            for tensor, kind in zip(present, names, strict=True) if kv_cache else ():
                 b.output(tensor, f"present.{i}.{kind}", FLOAT, _present_dims(cfg, i, decode))
         x = rms_norm(b, x, "model.norm", cfg.hidden, cfg.rms_eps)
     if cfg.tie_embeddings:

@@ -8,7 +8,7 @@ full attention).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,10 @@ class MoeSpec:
     # EP: this GPU's share (see `shard_experts`); the builder puts the dispatch and combine all-to-all
     # (com.microsoft AllToAll, group_size expert_parallel) around the expert projections.
     expert_parallel: int = 1
+    # How the routed experts' weights are stored: "" the model's float dtype (re-typed by --precision),
+    # or a block-scaled format of estimator.dtypes.STORED_FORMATS ("mxfp4": gpt-oss's checkpoints)
+    # that weight-only grouped GEMMs read as stored and dequantize in their mainloop.
+    weight_format: str = ""
 
 
 def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
@@ -38,8 +42,7 @@ def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
     if moe.top_k % ep:
         raise ValueError(f"expert parallelism {ep} does not divide top-k {moe.top_k} (each GPU takes "
                          f"k / {ep} of a token's routes)")
-    return MoeSpec(moe.experts // ep, moe.top_k // ep, moe.ffn, moe.shared_experts, moe.first_dense,
-                   moe.router, moe.expert_bias, expert_parallel=ep)
+    return replace(moe, experts=moe.experts // ep, top_k=moe.top_k // ep, expert_parallel=ep)
 
 
 @dataclass(frozen=True)

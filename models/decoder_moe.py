@@ -15,6 +15,11 @@ the weighted combine (combine). Each moves this GPU's pairs, [T * k / N, hidden]
 / N per GPU, as the collective model counts an all-to-all's message (the total buffer; (N-1)/N of it
 leaves the GPU). NB: routing is taken as balanced (every GPU receives as many pairs as it sends).
 Under --tp (tokens replicated on the group) passes/shard_moe.py drops the pair for one all-reduce.
+
+MoeSpec.weight_format "mxfp4" (gpt-oss): the two expert weights are marked as stored in MXFP4 (the
+graph's metadata, estimator/frontends/stored_formats.py): 4.25 bits a weight, dequantized by the grouped
+GEMM (estimator/fused.py); the rest of the graph keeps its float dtype. NB: the expert biases, the router
+and attention stay float, as in gpt-oss's checkpoints.
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
         rows = b.op("Unsqueeze", b.op("Reshape", ids, b.const([-1])), b.const([1]))  # [T*k, 1]
         gate_up = b.weight(f"{prefix}.experts.gate_up_proj", [m.experts, 2 * m.ffn, cfg.hidden])
         down = b.weight(f"{prefix}.experts.down_proj", [m.experts, cfg.hidden, m.ffn])
+        if m.weight_format:  # e.g. MXFP4 (gpt-oss): stored block-scaled, named in the metadata
+            gate_up, down = (b.stored_format(w, m.weight_format) for w in (gate_up, down))
         biases = ((b.weight(f"{prefix}.experts.gate_up_proj_bias", [m.experts, 2 * m.ffn], init="zeros"),
                    b.weight(f"{prefix}.experts.down_proj_bias", [m.experts, cfg.hidden], init="zeros"))
                   if m.expert_bias else (None, None))

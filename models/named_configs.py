@@ -36,7 +36,9 @@ def _gpt_oss(layers: int, experts: int, card: str) -> DecoderConfig:
         "gpt_oss", num_layers=layers, hidden=2880, num_heads=64, num_kv_heads=8, head_dim=64, ffn=2880,
         vocab=201088, max_pos=131072, rope_theta=150000.0, rms_eps=1e-5, qkv_bias=True, o_bias=True,
         sinks=True, layer_windows=tuple(128 if i % 2 == 0 else -1 for i in range(layers)),
-        moe=MoeSpec(experts, 4, 2880, router="topk_softmax", expert_bias=True), source=card)
+        # config.json quantization_config {"quant_method": "mxfp4"}: the experts ship in MXFP4
+        moe=MoeSpec(experts, 4, 2880, router="topk_softmax", expert_bias=True, weight_format="mxfp4"),
+        source=card)
 
 
 GPT_OSS_120B = _gpt_oss(36, 128, f"{HF}/openai/gpt-oss-120b")

@@ -9,6 +9,7 @@ from passes import (  # noqa: F401  (registers their passes)
     fuse_moe,
     fuse_norm,
     fuse_patterns,
+    fuse_slice_scatter,
     kv_inplace,
     last_token_logits,
 )

@@ -150,15 +150,18 @@ def _prep(graph: Graph, cons: Consumers, tensor: str, taken: set[str]) -> list[N
 
 
 def _output_ops(cons: Consumers, pv: Node) -> list[Node]:
-    """The Transpose (and Reshape) merging heads after PV, when the kernel is their only producer."""
+    """The Transpose (and Reshape) merging heads after PV, when the kernel is their only producer; a
+    Reshape before the Transpose too (torch's exporter writes a same-shape view there: DeepSeek-V3)."""
     out, tensor = [], pv.outputs[0]
-    for op_type in ("Transpose", "Reshape"):
+    for op_types in (("Reshape",), ("Transpose",), ("Reshape",)):
         c = cons.only(tensor)
-        if c is None or c.op_type != op_type:
+        if c is None or c.op_type not in op_types:
+            if not out and op_types == ("Reshape",):
+                continue  # no leading view: the Transpose comes first
             break
         out.append(c)
         tensor = c.outputs[0]
-    return out
+    return out if any(n.op_type == "Transpose" for n in out) else []  # never a lone view
 
 
 def is_causal(graph: Graph, masks: list[str], budget: int = 64) -> bool:

@@ -14,6 +14,9 @@ otherwise absorb the rotary's x * cos), then epilogues, then generic vertical fu
   the rotary and gated-MLP patterns its plugins fuse; other pointwise chains stay separate.
 - fuse-moe (ort, tensorrt, max): per-token gathered expert weights become grouped GEMMs that read
   each active expert once (onnxruntime's MoE, TensorRT-LLM's MoE plugin).
+- fuse-slice-scatter (ort, tensorrt, max; before attention, whose K it builds): a fresh buffer filled
+  by exported slice_scatter writes (DeepSeek-V3's query / key assembly) is one concat kernel, as an
+  engine builds it (passes/fuse_slice_scatter.py).
 - max: every rule the estimator knows: the most an inference compiler could fuse.
 ort, tensorrt and max also append the KV cache in place (kv-inplace: a decode step writes only
 its new rows, as every serving engine's paged cache does); none keeps the literal Concat copy.
@@ -30,12 +33,13 @@ from __future__ import annotations
 
 STRATEGIES: dict[str, str] = {
     "none": "canonicalize",
-    "ort": "canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-bias-act",
+    "ort": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
+            "fuse-bias-act"),
     "inductor": "canonicalize,fuse-epilogue,fuse-elementwise",
-    "tensorrt": ("canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,"
-                 "fuse-epilogue"),
-    "max": ("canonicalize,kv-inplace,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,fuse-swiglu,fuse-epilogue,"
-            "fuse-elementwise"),
+    "tensorrt": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
+                 "fuse-swiglu,fuse-epilogue"),
+    "max": ("canonicalize,kv-inplace,fuse-slice-scatter,fuse-attention,fuse-moe,fuse-rotary,fuse-norm,"
+            "fuse-swiglu,fuse-epilogue,fuse-elementwise"),
 }
 DEFAULT_STRATEGY = "tensorrt"
 # (strategy, hardware family) -> its pipeline there, where it differs from STRATEGIES[strategy].

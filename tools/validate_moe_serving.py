@@ -9,6 +9,13 @@ every step in steady state: B / osl requests finish per step, so as many arrive,
 tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes 128 -> 512: 0.5 x a
 ~160 ms prefill, as this predicts). The KV cache is appended in place (the decode graph's Concat of
 past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
+Where the framework mixes a prefill into a decode step (in-flight batching: TensorRT-LLM, vLLM's chunked
+prefill; not SGLang, whose default runs prefill batches on their own, enable_mixed_chunk False), that
+step's decoding requests ride in the prefill's GEMMs: the weights are read once, and the mixed step's
+non-attention kernels are the prefill's at isl + B tokens; each prefill adds that, plus its attention,
+less the decode step's non-attention kernels (serve/serving.py's mixed step, T_mix = T_pre + the decode
+attention, with the B decode rows in the GEMMs too). Before, each prefill was charged whole on top of a
+full decode step, reading every weight twice (Qwen3-235B TP4/EP4 at isl 128, B 64: +89%).
 Each row is priced on one GPU of its deployment through the same passes as `estimate --tp N
 --expert-parallel M`: the experts sharded by expert parallelism EP (models.decoder_config.shard_experts:
 E / EP experts, k / EP routes, the dispatch and combine AllToAll around the grouped GEMMs), then
@@ -17,12 +24,15 @@ which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all 
 model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
 eager). Each table also gives the error without the communication kernels (the figures before they
 were priced).
-- precision: the row's (fp8 -> fp8; empty -> bf16); gpt-oss's MXFP4 weights are priced as fp8 (NB: H100
-  has no fp4 tensor cores; vLLM runs them through a W4A16 kernel, which reads half of fp8's bytes).
+- precision: the row's (fp8 -> fp8; empty -> bf16). gpt-oss ships its experts in MXFP4 (the bundled
+  config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
+  grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
+  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
+  moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady]
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady] [--no-mixed]
 """
 
 from __future__ import annotations
@@ -49,6 +59,23 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
 
 
+def precision_of(row: dict, cfg) -> tuple[str, str]:
+    """(--precision, the experts' stored format, "" for none) of a row (see the module doc)."""
+    stored = cfg.moe.weight_format if cfg.moe is not None else ""
+    if stored and not row.get("moe_quant_mode", "").startswith("fp8"):
+        return "bf16", stored  # weight-only experts (W4A16), bf16 activations
+    return ("fp8" if row["precision"] in ("fp8", "fp4") else "bf16"), ""
+
+
+def with_expert_format(cfg, stored: str):
+    """`cfg` with its experts stored as `stored` ("" the float dtype --precision sets)."""
+    from dataclasses import replace
+
+    if cfg.moe is None or cfg.moe.weight_format == stored:
+        return cfg
+    return replace(cfg, moe=replace(cfg.moe, weight_format=stored))
+
+
 def sharded_graphs(cfg, tp: int, ep: int):
     """(decode, prefill) graphs of one GPU under TP and EP, through the passes `estimate` uses."""
     from estimator.cli.hf import expert_parallel
@@ -72,32 +99,64 @@ def _kernel_sum(result, keep):
     return sympy.lambdify([dim(free[0].name)], total, "numpy")
 
 
+# Frameworks whose default scheduler runs a prefill inside a decode step (module doc).
+MIXED_BATCHING = {"trtllm": "TensorRT-LLM in-flight batching: context and generation requests in one step",
+                  "vllm": "vLLM V1: chunked prefill on by default, prefill chunks batched with decodes"}
+
+
 def _both(result):
     """(with, without the communication kernels): each a function of the one free dim."""
     return (_kernel_sum(result, lambda g, k: True),
             _kernel_sum(result, lambda g, k: k.kind != "communication"))
 
 
+def _shared(result):
+    """(with, without comm) of the kernels a mixed step shares with its prefill: all but attention."""
+    return (_kernel_sum(result, lambda g, k: k.kind != "attention"),
+            _kernel_sum(result, lambda g, k: k.kind not in ("attention", "communication")))
+
+
 def _decode_step(graph, hw, precision: str, batches: set[int], framework: str) -> dict:
-    """batch -> (with comm, without) functions past_seq -> seconds of one decode step (tiles chosen at
-    the bound batch; CUDA-graphed collectives)."""
-    from estimator.estimate import estimate
-    from passes import pipeline_for
-
-    return {b: _both(estimate(graph, hw, precision=precision, dims={"batch": b},
-                              pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework))
-            for b in sorted(batches)}
-
-
-def _prefill(graph, hw, precision: str, framework: str):
-    """(with comm, without) functions isl -> seconds of one request's prefill (batch 1, eager
+    """batch -> ((with comm, without), (shared with comm, without)) functions past_seq -> seconds of one
+    decode step and of its non-attention kernels (tiles chosen at the bound batch; CUDA-graphed
     collectives)."""
     from estimator.estimate import estimate
     from passes import pipeline_for
 
-    return _both(estimate(graph, hw, precision=precision, dims={"batch": 1},
-                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework,
-                          comm_graphed=False))
+    steps = {}
+    for b in sorted(batches):
+        result = estimate(graph, hw, precision=precision, dims={"batch": b},
+                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework)
+        steps[b] = (_both(result), _shared(result))
+    return steps
+
+
+def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: int = 0) -> float:
+    """One row's TPOT: the decode step at past isl + osl/2, plus batch / osl prefills per step, each
+    what it adds to its step: where `mixed`, the non-attention kernels at isl + batch tokens (the
+    decoding rows ride in the prefill's GEMMs) plus the prefill's attention, less the decode step's
+    non-attention kernels; else the whole prefill (see the module doc). `i` 0 with the communication
+    kernels, 1 without."""
+    (whole, shared), past = step, isl + osl / 2
+    t = whole[i](past)
+    if prefill is not None:
+        (pre, pre_shared) = prefill
+        extra = pre[i](isl)
+        if mixed:
+            extra += pre_shared[i](isl + batch) - pre_shared[i](isl) - shared[i](past)
+        t += batch / osl * max(0.0, extra)
+    return float(t)
+
+
+def _prefill(graph, hw, precision: str, framework: str):
+    """((with comm, without), (shared with comm, without)) functions seq -> seconds of one request's
+    prefill of seq tokens and of its non-attention kernels (batch 1, eager collectives)."""
+    from estimator.estimate import estimate
+    from passes import pipeline_for
+
+    result = estimate(graph, hw, precision=precision, dims={"batch": 1}, pipeline=pipeline_for("tensorrt"),
+                      tiling=True, framework=framework, comm_graphed=False)
+    return _both(result), _shared(result)
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -111,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--no-steady", dest="steady", action="store_false",
                     help="price the decode step alone (no in-flight prefills)")
+    ap.add_argument("--no-mixed", dest="mixed", action="store_false",
+                    help="charge each in-flight prefill whole on top of the decode step (the figures "
+                         "before mixed steps were modelled)")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -125,30 +187,30 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["model_path"] == MODELS[name]]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
-            precision = "fp8" if r["precision"] in ("fp8", "fp4") else "bf16"
+            precision, stored = precision_of(r, NAMED[name])
             tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
             if NAMED[name].moe is None:
                 ep = 1
-            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, r["backend"])
+            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, stored, r["backend"])
             groups[key].append(r)
         errors_by_key = {}
-        for (tp, ep, moe_tp, precision, backend), grp in sorted(groups.items()):
+        for (tp, ep, moe_tp, precision, stored, backend), grp in sorted(groups.items()):
             if NAMED[name].moe is not None and moe_tp * ep != tp:
                 print(f"  skipped {len(grp)} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}", file=sys.stderr)
                 continue
-            decode, prefill_graph = sharded_graphs(NAMED[name], tp, ep)
+            decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
             batches = {int(r["batch_size"]) for r in grp}
             step = _decode_step(decode, hw, precision, batches, backend)
             prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
+            mixed = backend in MIXED_BATCHING and args.mixed
             for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
-                est = np.array([step[int(r["batch_size"])][i](float(r["isl"]) + float(r["osl"]) / 2)
-                                + (int(r["batch_size"]) / float(r["osl"]) * prefill[i](float(r["isl"]))
-                                   if prefill else 0.0)
+                est = np.array([tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                       float(r["isl"]), float(r["osl"]), mixed, i)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
-            errors_by_key[(tp, ep, moe_tp, precision, backend)] = errs
+            errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
         all_err = np.concatenate([e[0] for e in errors_by_key.values()])
         no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
         med = float(statistics.median(np.abs(all_err)))
@@ -157,10 +219,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
               f"{'ok' if ok else 'MISSED'}; without the communication kernels "
               f"{float(statistics.median(np.abs(no_comm))):.1%}")
-        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>5} {'rows':>5} "
+        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>10} {'rows':>5} "
               f"{'median err':>11} {'median |err|':>13} {'no-comm err':>12} {'no-comm |err|':>14}")
         for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items():
-            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>5} {len(err):>5} "
+            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>10} {len(err):>5} "
                   f"{float(np.median(err)):>11.1%} {float(np.median(np.abs(err))):>13.1%} "
                   f"{float(np.median(bare)):>12.1%} {float(np.median(np.abs(bare))):>14.1%}")
     return 1 if failed else 0

@@ -1,5 +1,7 @@
-"""`estimate --hf-config config.json [--decode]`: price the decoder a transformers config describes,
-built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
+"""`estimate --hf-config config.json [--decode | --no-kv-cache]`: price the decoder a transformers config
+describes, built in memory by models/ (estimator/frontends/hf_config.py), like a bundled --model.
+`--no-kv-cache`: a prefill that writes no KV cache (transformers' use_cache=False, as a cache-less ONNX
+export holds it), to compare with such an export like for like.
 
 `--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider), with --hf-config
 or a bundled MoE model (`--model qwen3-235b-a22b[-decode]`, models/named_configs.py), prices one GPU of
@@ -26,6 +28,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "deepseek_v3, gpt_oss, gemma2, gemma3_text, phi3): build and price its decoder")
     p.add_argument("--decode", action="store_true",
                    help="with --hf-config: one decode step against a KV cache of past_seq (default: prefill)")
+    p.add_argument("--no-kv-cache", dest="kv_cache", action="store_false",
+                   help="with --hf-config prefill: write no KV cache (transformers' use_cache=False, what "
+                        "an ONNX export without present outputs holds)")
     # NB: the issue's `--ep N`; --ep is taken by --validate (the onnxruntime execution provider)
     p.add_argument("--expert-parallel", dest="expert_parallel", type=int, default=None, metavar="N",
                    help="expert parallelism: one GPU's E/N experts, with the dispatch and combine "
@@ -36,6 +41,8 @@ def run(args: argparse.Namespace) -> int | None:
     """Not a mode of its own: --hf-config only replaces the model source (see load_hf_graph)."""
     if args.decode and not args.hf_config:
         raise UserError("--decode goes with --hf-config (bundled models have a -decode twin)")
+    if not args.kv_cache and (args.decode or not args.hf_config):
+        raise UserError("--no-kv-cache goes with --hf-config prefill (a decode step needs its cache)")
     if args.expert_parallel is not None and args.expert_parallel < 1:
         raise UserError("--expert-parallel must be a positive integer")
     if args.expert_parallel and args.expert_parallel > 1 and not (args.hf_config or args.model_name):
@@ -64,7 +71,7 @@ def load_hf_graph(args: argparse.Namespace):
     from estimator.frontends import hf_config
 
     cfg = expert_parallel(hf_config.load(args.hf_config), args.expert_parallel)
-    return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}")
+    return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}", kv_cache=args.kv_cache)
 
 
 def load_named_graph(args: argparse.Namespace, name: str):

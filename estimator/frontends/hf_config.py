@@ -116,10 +116,18 @@ def _deepseek_v3(cfg):
                                  rope_interleave=bool(cfg.get("rope_interleave", True))))
 
 
+def _expert_format(cfg: Mapping[str, Any]) -> str:
+    """The experts' stored format from `quantization_config` ("mxfp4" for gpt-oss's checkpoints; ""
+    when unquantized). NB: other quant_methods (fp8 block, awq...) are left to --precision."""
+    method = str((cfg.get("quantization_config") or {}).get("quant_method") or "").lower()
+    return "mxfp4" if method == "mxfp4" else ""
+
+
 @reader("gpt_oss")
 def _gpt_oss(cfg):
     moe = MoeSpec(_get(cfg, "num_local_experts"), _get(cfg, "num_experts_per_tok"),
-                  _get(cfg, "intermediate_size"), router="topk_softmax", expert_bias=True)
+                  _get(cfg, "intermediate_size"), router="topk_softmax", expert_bias=True,
+                  weight_format=_expert_format(cfg))
     n = _get(cfg, "num_hidden_layers")
     alternating = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     return DecoderConfig(**_base(cfg, moe=moe, qkv_bias=True, o_bias=True, sinks=True,
@@ -172,9 +180,13 @@ def load(path: str | Path) -> DecoderConfig:
     return decoder_config(data)
 
 
-def build_graph(cfg: DecoderConfig, decode: bool = False, name: str = "hf-config"):
-    """The estimator IR graph of `cfg` (external weights: dims and dtypes only)."""
+def build_graph(cfg: DecoderConfig, decode: bool = False, name: str = "hf-config", kv_cache: bool = True):
+    """The estimator IR graph of `cfg` (external weights: dims and dtypes only). `kv_cache` False: a
+    prefill that writes no KV cache (transformers' use_cache=False; models.decoder.build)."""
     from estimator.frontends.onnx_import import import_model
     from models import decoder
 
-    return import_model(decoder.build(name, cfg, "decode" if decode else "prefill", weights="external"))
+    if decode and not kv_cache:
+        raise HfConfigError("a decode step needs the KV cache (--no-kv-cache is for prefill)")
+    return import_model(decoder.build(name, cfg, "decode" if decode else "prefill", weights="external",
+                                      kv_cache=kv_cache))

@@ -296,13 +296,16 @@ def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
 
 def import_model(model: onnx.ModelProto) -> Graph:
     """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
-    checker), symbolic shape inference and IR construction for a loaded model."""
+    checker), symbolic shape inference and IR construction for a loaded model; weights its metadata
+    names in a stored format (MXFP4) get that dtype (stored_formats.py)."""
+    from estimator.frontends import stored_formats
     from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
 
     check_opset(model)
     validate_graph(model)
+    formats = stored_formats.read(model)
     light, weights = split_weights(model)
-    return to_graph(infer_shapes(light), weights)
+    return stored_formats.apply(to_graph(infer_shapes(light), weights), formats)
 
 
 def import_file(path: str) -> Graph:
