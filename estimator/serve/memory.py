@@ -83,13 +83,18 @@ def _ceil_block(tokens: int, block: int) -> int:
 def kv_bytes_per_token(decode: Graph, kv_dtype: str | None) -> float:
     """Bytes per cached token of one sequence: the growth of the present caches per past position.
 
-    `decode` is the (sharded) decode graph with `past_seq` free; kv_dtype None keeps the graph's."""
-    past, total = dim("past_seq"), sympy.Integer(0)
+    `decode` is the (sharded) decode graph with `past_seq` free; kv_dtype None keeps the graph's. The
+    growth is taken far out (between past = P and P + 1, P = 2**30), so a sliding-window layer whose
+    cache holds Min(window, past_seq) + 1 rows grows by 0: its window is a fixed cost per sequence, as in
+    the hybrid KV allocators of vLLM and TensorRT-LLM (variable window attention). NB: that fixed
+    window cost (window x the layer's row bytes per sequence) is not subtracted from the KV budget."""
+    past, far = dim("past_seq"), sympy.Integer(2**30)
     presents = [o for o in decode.outputs if o in cache_tensors(decode)]
+    total = sympy.Integer(0)
     for name in presents:
         t = decode.tensors[name]
         numel = t.numel.subs({s: 1 for s in t.numel.free_symbols if s != past})
-        total += sympy.diff(numel, past) * itemsize(kv_dtype or t.dtype)
+        total += (numel.subs(past, far + 1) - numel.subs(past, far)) * itemsize(kv_dtype or t.dtype)
     if not presents or not total.is_number:
         raise ValueError(f"{decode.name}: no present KV cache growing in past_seq")
     return float(total)

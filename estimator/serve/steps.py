@@ -11,9 +11,10 @@ estimator prices them, kept symbolic in their dims so the serving model can eval
   max tokens per step (estimator/serve/liveness.py).
 One price per kernel: these are the totals of the priced kernels, never a second model.
 
-Layer folding (`fold=True`, bundled Llama-family models only): the decoder is built with 1 and with 2
+Layer folding (`fold=True`, bundled decoder models): the decoder is built with 1 and with 2
 layers; every per-model figure f of the L-layer model is f(1) + (L - 1) x (f(2) - f(1)), i.e. the
-1-layer figure weighted 2 - L and the 2-layer one L - 1. This is exact
+1-layer figure weighted 2 - L and the 2-layer one L - 1 (layers that alternate or a dense prefix:
+`fold_depths` builds k + p and k + 2p layers for a prefix k and period p). This is exact
 for the totals, because identical layers lower to kernels of identical signatures priced identically
 (estimate() sums by signature), and for the KV and weight bytes; the activation peak is the 2-layer
 graph's (NB: the peak is per layer, except where the lm_head's output dominates). It makes a sweep over
@@ -183,6 +184,31 @@ def bundled_config(name: str):
     return builder.func, cfg, cfg.num_layers
 
 
+def _layer_kinds(cfg, layers: int) -> list[tuple]:
+    """What makes layer i price differently: its attention window and whether its MLP is MoE."""
+    window = getattr(cfg, "window", None)
+    moe = getattr(cfg, "is_moe_layer", None)
+    return [(window(i) if window else -1, moe(i) if moe else False) for i in range(layers)]
+
+
+def fold_depths(cfg, layers: int, max_period: int = 4) -> list[tuple[int, int]]:
+    """(layer count, weight) pairs whose weighted figures are the L-layer model's.
+
+    The layer kinds (window, MoE or dense MLP) repeat with period p after a prefix of k layers (Llama: k 0,
+    p 1; gpt-oss's sliding/full alternation: p 2; DeepSeek-V3's 3 dense layers first: k 3). With
+    n1 = k + p and n2 = k + 2p layers, f(L) = f(n1) + m (f(n2) - f(n1)), m = (L - n1) / p: weights 1 - m
+    and m. No such pattern (or too few layers to gain anything): the model is built whole."""
+    kinds = _layer_kinds(cfg, layers)
+    for period in range(1, max_period + 1):
+        prefix = next((k for k in range(layers) if all(
+            kinds[i] == kinds[i + period] for i in range(k, layers - period))), layers)
+        n1, n2 = prefix + period, prefix + 2 * period
+        if n2 < layers and (layers - n1) % period == 0:
+            m = (layers - n1) // period
+            return [(n1, 1 - m), (n2, m)]
+    return [(layers, 1)]
+
+
 def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
     """Steps of a bundled decoder model (prefill and decode graphs built here)."""
     import models
@@ -194,7 +220,7 @@ def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
 
         raise UserError(f"--serve needs a bundled decoder model with a -decode variant, not {name!r}")
     layers = found[2]
-    depths = [(layers, 1)] if not fold_layers or layers <= 2 else [(1, 2 - layers), (2, layers - 1)]
+    depths = fold_depths(found[1], layers) if fold_layers else [(layers, 1)]
     variants, decisions = [], ()
     for n, weight in depths:
         decode, prefill = imported(base, n)
