@@ -30,12 +30,14 @@ from functools import partial
 import numpy as np
 import sympy
 
-from estimator.estimate import Result, estimate, group_totals, weight_bytes
+from estimator.estimate import Result, estimate, group_totals, lowered_graph, weight_bytes
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import Expr, Graph, bind, dim
 from estimator.serve.frameworks import Framework
 from estimator.serve.liveness import Liveness, liveness
 from estimator.serve.memory import kv_bytes_per_token
+from estimator.serve.step_points import StepPoints
+from estimator.tiling.plan import tiling_supported
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
 from passes.shard_tp import shard_tp
@@ -78,18 +80,30 @@ class Steps:
         self._prefill: dict[tuple[int, int], float] = {}
         self._symbolic = None  # roofline pricing: one expression per step in every dim
         act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
-        if opts.tiling:
-            first = [_price(v.prefill, opts, act) for v in variants]
-            self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
-            act_graph = first[-1].graph
+        self._points = _step_points(variants, opts)
+        self._dec: dict[int, dict[int, tuple[float, float]]] = {}  # batch -> past -> (E_dec, E_ctx)
+        self._dec_kernels: dict[int, int] = {}
+        if self._points is not None:  # lowered at the activation point, priced when asked
+            low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline)
+                   for v in variants]
+            act_graph, kernels = low[-1][0], low[-1][2].kernels
+            self.prefill_kernels = int(self._combine(len(x[2].kernels) for x in low))
+            self.weights_bytes = float(self._combine(float(weight_bytes(x[0])) for x in low))
         else:
-            first = [_price(v.prefill, opts, {}) for v in variants]
-            self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
-                v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))), "numpy")}
-            act_graph = bind(first[-1].graph, act)
-        self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
-        self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
-        self.activations: Liveness = liveness(act_graph, [k.kernel for k in first[-1].kernels])
+            if opts.tiling:
+                first = [_price(v.prefill, opts, act) for v in variants]
+                self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
+                act_graph = first[-1].graph
+            else:
+                first = [_price(v.prefill, opts, {}) for v in variants]
+                self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
+                    v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))),
+                    "numpy")}
+                act_graph = bind(first[-1].graph, act)
+            kernels = [k.kernel for k in first[-1].kernels]
+            self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
+            self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
+        self.activations: Liveness = liveness(act_graph, kernels)
         kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
         self.kv_per_token = float(self._combine(kv))
         self.decode_kernels = 0
@@ -118,17 +132,50 @@ class Steps:
         self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
         return sympy.lambdify(args, total, "numpy"), sympy.lambdify(args, ctx, "numpy")
 
+    def prefetch(self, decode=(), prefill=()) -> None:
+        """Price, in one pass at arrays of points (estimator/serve/step_points.py), every decode step
+        (batch, array of past lengths) and prefill step (batch, seq) asked that is not priced yet."""
+        if self._points is None:
+            return
+        need = list(dict.fromkeys((int(b), int(p)) for b, ps in decode for p in np.ravel(ps)
+                                  if int(p) not in self._dec.get(int(b), {})))
+        if need:
+            b, p = (np.array(x, dtype=float) for x in zip(*need, strict=True))
+            total, ctx, kernels = self._points["decode"].evaluate({"batch": b, "past_seq": p})
+            for i, (bi, pi) in enumerate(need):
+                self._dec.setdefault(bi, {})[pi] = (float(total[i]), float(ctx[i]))
+                self._dec_kernels[bi] = int(round(kernels[i]))
+        asked = ((int(b), int(s)) for b, s in prefill)
+        need = list(dict.fromkeys(k for k in asked if k not in self._prefill))
+        if need:
+            b, s = (np.array(x, dtype=float) for x in zip(*need, strict=True))
+            total, _, _ = self._points["prefill"].evaluate({"batch": b, "seq": s})
+            self._prefill.update({key: float(t) for key, t in zip(need, total, strict=True)})
+
+    def _decode_points(self, batch: int, past, part: int) -> np.ndarray:
+        self.prefetch(decode=[(batch, past)])
+        row = self._dec[int(batch)]
+        self.decode_kernels = self._dec_kernels[int(batch)]
+        values = np.array([row[int(p)][part] for p in np.ravel(past)], dtype=float)
+        return values.reshape(np.shape(past))
+
     def decode(self, batch: int, past) -> np.ndarray:
         """E_dec at `batch` over an array (or a number) of past lengths."""
+        if self._points is not None:
+            return self._decode_points(batch, past, 0)
         return _as_array(self._decode_fns(batch)[0](past), past)
 
     def decode_context(self, batch: int, past) -> np.ndarray:
+        if self._points is not None:
+            return self._decode_points(batch, past, 1)
         return _as_array(self._decode_fns(batch)[1](past), past)
 
     def prefill(self, batch: int, seq: int) -> float:
         key = (batch, seq)
         if self._symbolic is not None:
             return float(self._symbolic["prefill"](batch, seq))
+        if self._points is not None:
+            self.prefetch(prefill=[key])
         if key not in self._prefill:
             self._prefill[key] = self._combine(
                 float(_price(v.prefill, self.opts, {"batch": batch, "seq": seq}).totals["estimate_s"])
@@ -152,6 +199,21 @@ def _retyped(graph: Graph, opts: Options) -> Graph:
         kv = check_precision(opts.kv_precision, opts.hw)
         g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
     return g
+
+
+def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoints] | None:
+    """The decode and prefill steps at arrays of points, where tile pricing on this GPU allows."""
+    if not (opts.tiling and tiling_supported(opts.hw)):
+        return None
+    fw = opts.framework.name if opts.framework.custom_allreduce else None
+
+    def step(attr: str, dims: tuple[str, ...], kinds: tuple[str, ...]) -> StepPoints:
+        graphs = [(_retyped(getattr(v, attr), opts), v.weight) for v in variants]
+        present = {s.name for s in graphs[0][0].free_symbols()}
+        return StepPoints(graphs, opts.hw, opts.pipeline, fw, [d for d in dims if d in present], kinds)
+
+    return {"decode": step("decode", ("batch", "past_seq"), CONTEXT_KINDS),
+            "prefill": step("prefill", ("batch", "seq"), ())}
 
 
 def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:
