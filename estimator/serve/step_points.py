@@ -23,7 +23,7 @@ descriptors with a tile model (plan.tiling_supported); steps.py keeps per-batch 
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,8 +33,9 @@ import sympy
 from estimator.estimate import lowered_graph
 from estimator.ir import Graph
 from estimator.price import price, unit_peak
-from estimator.tiling.plan import stream_time
-from estimator.tiling.points import KernelPricer, Lambdas, PointPrice, finish
+from estimator.tiling.menu import menu_for
+from estimator.tiling.plan import hw_params, stream_time
+from estimator.tiling.points import KernelPricer, Lambdas, PointPrice, finish, price_gemms
 from hwdesc import HardwareDescriptor
 
 
@@ -59,6 +60,28 @@ class _Build:
     kernels: float  # launches of the step: sum of weight x kernels over the variants
 
 
+@dataclass
+class _Gemm:
+    """A tiled GEMM kernel at its distinct points, waiting to be priced with the others (price_gemms)."""
+
+    unit: _Unit
+    problem: Any  # estimator.tiling.gemm.Gemm on arrays
+    m: int
+    mask: np.ndarray  # the evaluate() points of its build
+    inverse: np.ndarray  # those points -> its distinct points
+    bound: np.ndarray
+    arr: Callable  # sympy expression -> array at its distinct points
+
+
+def _add(out: tuple[np.ndarray, np.ndarray], u: _Unit, mask: np.ndarray, inverse: np.ndarray,
+         est: np.ndarray) -> None:
+    """Add the kernel's estimate (at its distinct points) x its weight to the totals at `mask`."""
+    part = est[inverse] * u.weight
+    out[0][mask] += part
+    if u.context:
+        out[1][mask] += part
+
+
 def _symbols(obj: Any, out: set) -> set:
     """Names of the free symbols anywhere in a (nested tuple) kernel signature."""
     if isinstance(obj, sympy.Basic):
@@ -79,6 +102,7 @@ class StepPoints:
         self.dims, self.context_kinds = tuple(dims), tuple(context_kinds)
         self._builds: dict[frozenset[str], _Build] = {}
         self._comm: dict[Hashable, float] = {}
+        self._menu, self._hwp = menu_for(hw.family), hw_params(hw)
 
     def _build(self, ones: frozenset[str]) -> _Build:
         hit = self._builds.get(ones)
@@ -107,20 +131,28 @@ class StepPoints:
         """(GPU time, its context-kind part, kernel launches) at the points (arrays of one length)."""
         flat = {d: np.asarray(values[d], dtype=float).ravel() for d in self.dims}
         n = len(next(iter(flat.values()))) if flat else 1
-        total, context, kernels = np.zeros(n), np.zeros(n), np.zeros(n)
+        out = (np.zeros(n), np.zeros(n))  # total, context
+        kernels = np.zeros(n)
         code = np.zeros(n, dtype=np.int64)  # bit j set: dim j is 1 at that point
         for j, d in enumerate(self.dims):
             code |= (flat[d] == 1).astype(np.int64) << j
+        gemms: list[_Gemm] = []  # every build's tiled GEMMs, priced together below
         for c in np.unique(code):
             mask = code == c
             ones = frozenset(d for j, d in enumerate(self.dims) if (int(c) >> j) & 1)
             build = self._build(ones)
-            t, x = self._priced(build, {d: flat[d][mask] for d in build.free}, int(mask.sum()))
-            total[mask], context[mask], kernels[mask] = t, x, build.kernels
-        return total, context, kernels
+            self._price_build(build, {d: flat[d][mask] for d in build.free}, mask, out, gemms)
+            kernels[mask] = build.kernels
+        priced = price_gemms([(g.problem, g.m) for g in gemms], self._menu, self._hwp, self.hw.efficiency)
+        for g, p in zip(gemms, priced, strict=True):
+            est = self._stream(g.unit, g.arr, g.bound) if p is None else finish(p, g.bound, self.hw)
+            _add(out, g.unit, g.mask, g.inverse, est)
+        return out[0], out[1], kernels
 
-    def _priced(self, build: _Build, values: dict[str, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
-        total, context = np.zeros(n), np.zeros(n)
+    def _price_build(self, build: _Build, values: dict[str, np.ndarray], mask: np.ndarray,
+                     out: tuple[np.ndarray, np.ndarray], gemms: list[_Gemm]) -> None:
+        """Add each kernel's estimate at the points of `mask` to `out`, a tiled GEMM's to `gemms`."""
+        n = int(mask.sum())
         distinct: dict[tuple[str, ...], tuple[dict, np.ndarray, int]] = {}
         for u in build.units:
             if u.dims not in distinct:  # the distinct value tuples of the dims this kernel uses
@@ -131,30 +163,31 @@ class StepPoints:
                     first, inverse = np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
                 distinct[u.dims] = ({d: v[first] for d, v in values.items()}, inverse.ravel(), len(first))
             at, inverse, m = distinct[u.dims]
-            est = self._estimate(u, build.lam, at, m)[inverse] * u.weight
-            total += est
-            if u.context:
-                context += est
-        return total, context
 
-    def _estimate(self, u: _Unit, lam: Lambdas, at: dict[str, np.ndarray], m: int) -> np.ndarray:
-        """The kernel's estimate at m points (price.price's, on arrays)."""
-        work, hw = u.kernel.work, self.hw
+            def arr(expr, at=at, m=m) -> np.ndarray:
+                return np.broadcast_to(np.asarray(build.lam(expr, at, m), dtype=float), (m,))
 
-        def arr(expr) -> np.ndarray:
-            return np.broadcast_to(np.asarray(lam(expr, at, m), dtype=float), (m,))
+            work = u.kernel.work
+            if work.comm is not None:
+                _add(out, u, mask, inverse, np.array([self._collective(u, b) for b in arr(work.comm.nbytes)]))
+                continue
+            peak_times = [arr(f) / unit_peak(self.hw, unit, dtype) for (unit, dtype), f in work.flops.items()]
+            bound = np.maximum(np.maximum.reduce(peak_times) if peak_times else 0.0,
+                               arr(work.dram_bytes) / self.hw.dram_bytes_per_s)
+            problem = u.pricer.gemm_problem(at, m) if u.pricer is not None else None
+            if problem is not None:
+                gemms.append(_Gemm(u, problem, m, mask, inverse, bound, arr))
+                continue
+            p = u.pricer.price(at, m) if u.pricer is not None else None  # attention
+            est = self._stream(u, arr, bound) if p is None else finish(p, bound, self.hw)
+            _add(out, u, mask, inverse, est)
 
-        if work.comm is not None:
-            return np.array([self._collective(u, b) for b in arr(work.comm.nbytes)])
-        peak_times = [arr(f) / unit_peak(hw, unit, dtype) for (unit, dtype), f in work.flops.items()]
-        dram = arr(work.dram_bytes)
-        bound = np.maximum(np.maximum.reduce(peak_times) if peak_times else 0.0, dram / hw.dram_bytes_per_s)
-        p = u.pricer.price(at, m) if u.pricer is not None else None
-        if p is None:  # the streaming plan
-            flops = {ud: arr(f) for ud, f in work.flops.items()}
-            est = np.broadcast_to(np.asarray(stream_time(flops, dram, 0, hw)[3], dtype=float), (m,))
-            p = PointPrice(est, est, est, est)
-        return finish(p, bound, hw)
+    def _stream(self, u: _Unit, arr, bound: np.ndarray) -> np.ndarray:
+        """The streaming plan's estimate (plan.stream_time), composed as price._tiled."""
+        flops = {ud: arr(f) for ud, f in u.kernel.work.flops.items()}
+        est = np.broadcast_to(np.asarray(stream_time(flops, arr(u.kernel.work.dram_bytes), 0, self.hw)[3],
+                                         dtype=float), bound.shape)
+        return finish(PointPrice(est, est, est, est), bound, self.hw)
 
     def _collective(self, u: _Unit, nbytes: float) -> float:
         key = (u.key, nbytes)
