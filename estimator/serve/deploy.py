@@ -40,9 +40,13 @@ class Deployment:
     def serve(self, work: Workload) -> ServeResult:
         return serve(self.steps, self.memory, self.framework, work, self.opts.tp)
 
-    def serve_many(self, works: Sequence[Workload]) -> list[ServeResult]:
-        """`serve` of every workload, their steps priced first in one pass (serving.prefetch)."""
+    def prefetch(self, works: Sequence[Workload]) -> None:
+        """Price the steps every workload's `serve` asks, in one pass (serving.prefetch)."""
         prefetch(self.steps, self.memory, self.framework, works)
+
+    def serve_many(self, works: Sequence[Workload]) -> list[ServeResult]:
+        """`serve` of every workload, their steps priced first in one pass."""
+        self.prefetch(works)
         return [self.serve(w) for w in works]
 
 
