@@ -85,12 +85,13 @@ def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
 def predict(deps: dict[int, tuple], fw=None) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
     deployment's own, for --fit)."""
-    from estimator.serve.serving import Workload, serve
+    from estimator.serve.serving import Workload, prefetch, serve
 
     out = []
     for tp, (dep, rows) in deps.items():
-        for r in rows:
-            work = Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]))
+        works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])) for r in rows]
+        prefetch(dep.steps, dep.memory, fw or dep.framework, works)  # every row's steps in one pass
+        for r, work in zip(rows, works, strict=True):
             res = serve(dep.steps, dep.memory, fw or dep.framework, work, tp)
             out.append(
                 {
