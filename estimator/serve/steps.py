@@ -1,12 +1,16 @@
 """One GPU's priced serving steps: the decode step and the prefill step of a (sharded) decoder, as the
 estimator prices them, kept symbolic in their dims so the serving model can evaluate every step.
 
-- decode: the decode graph, sharded (passes/shard_tp.py), priced by `estimate()` with `batch` bound
-  and `past_seq` free (tile plans need the batch; the context stays an expression): the step's GPU
-  time E_dec(batch, past_seq), its attention part E_ctx (kinds attention and movement: the score path
-  and the cache append, which grow with the context) and its kernel count;
+- decode: the decode graph, sharded (passes/shard_tp.py): the step's GPU time E_dec(batch, past_seq),
+  its attention part E_ctx (kinds attention and movement: the score path and the cache append, which
+  grow with the context) and its kernel count;
 - prefill: the prefill graph with logits for the last position only (passes/last_token_logits.py),
-  sharded, priced at each (batch, seq) asked: E_pre(batch, seq) and its kernel count;
+  sharded: E_pre(batch, seq) and its kernel count;
+- pricing: with tile plans on a GPU that has a tile model, every (batch, past_seq) or (batch, seq) asked
+  is priced as `--dim` prices it, many at once at arrays of points (estimator/serve/step_points.py;
+  `prefetch` takes the points a set of workloads will ask, estimator/serve/serving.py `prefetch`);
+  otherwise by `estimate()`: per batch with `past_seq` free (tiled, on a GPU without a tile model), or
+  once with every dim free (roofline pricing, `tiling=False`), lambdified;
 - memory inputs: the sharded weights, the KV bytes per token, the activation peak at the framework's
   max tokens per step (estimator/serve/liveness.py).
 One price per kernel: these are the totals of the priced kernels, never a second model.
@@ -69,9 +73,8 @@ class _Variant:
 
 
 class Steps:
-    """Priced steps of one GPU, evaluated lazily and cached: a decode step per batch (tiled pricing with
-    the batch bound stays symbolic in past_seq, so the osl - 1 steps are one lambdified expression),
-    a prefill step per (batch, seq)."""
+    """Priced steps of one GPU, evaluated lazily and cached per point: a decode step per (batch, past),
+    a prefill step per (batch, seq) (see the module doc for the three ways they are priced)."""
 
     def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...],
                  layers: int = 0) -> None:
