@@ -29,8 +29,8 @@ def _variant(layers: int, weight: int, tp: int):
     return sharded_variant(dec, pre, tp, weight)[0]
 
 
-def _steps(tp: int) -> Steps:
-    opts = Options(HW, tp, "bf16", None, STRATEGIES["tensorrt"], FW)
+def _steps(tp: int, hw=HW) -> Steps:
+    opts = Options(hw, tp, "bf16", None, STRATEGIES["tensorrt"], FW)
     return Steps([_variant(1, 2 - 4, tp), _variant(2, 4 - 1, tp)], opts, (), 4)  # f(1) + 3 (f(2) - f(1))
 
 
@@ -64,8 +64,9 @@ class PerPointSteps:
         return sum(w * float(r.totals["estimate_s"]) for w, r in pairs)
 
 
-def test_decode_points_equal_estimate_at_bound_dims():
-    steps = _steps(2)
+@pytest.mark.parametrize("arch", ["h100-sxm", "b200", "a100"])  # hopper, blackwell (stream-K), ampere menus
+def test_decode_points_equal_estimate_at_bound_dims(arch):
+    steps = _steps(2, hwdesc.load(arch))
     ref = PerPointSteps(steps)
     batches, pasts = np.array([1, 1, 3, 8, 8]), np.array([5, 40, 17, 1, 63])  # batch 1 and past 1: own builds
     steps.prefetch(decode=[(b, [p]) for b, p in zip(batches, pasts, strict=True)])
