@@ -84,8 +84,8 @@ class Steps:
         self._symbolic = None  # roofline pricing: one expression per step in every dim
         act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
         self._points = _step_points(variants, opts)
-        self._dec: dict[int, dict[int, tuple[float, float]]] = {}  # batch -> past -> (E_dec, E_ctx)
-        self._dec_kernels: dict[int, int] = {}
+        # batch -> past -> (E_dec, E_ctx, kernels) of the decode steps priced at points
+        self._dec: dict[int, dict[int, tuple[float, float, int]]] = {}
         if self._points is not None:  # lowered at the activation point, priced when asked
             low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline)
                    for v in variants]
@@ -146,8 +146,7 @@ class Steps:
             b, p = (np.array(x, dtype=float) for x in zip(*need, strict=True))
             total, ctx, kernels = self._points["decode"].evaluate({"batch": b, "past_seq": p})
             for i, (bi, pi) in enumerate(need):
-                self._dec.setdefault(bi, {})[pi] = (float(total[i]), float(ctx[i]))
-                self._dec_kernels[bi] = int(round(kernels[i]))
+                self._dec.setdefault(bi, {})[pi] = (float(total[i]), float(ctx[i]), int(round(kernels[i])))
         asked = ((int(b), int(s)) for b, s in prefill)
         need = list(dict.fromkeys(k for k in asked if k not in self._prefill))
         if need:
@@ -156,9 +155,12 @@ class Steps:
             self._prefill.update({key: float(t) for key, t in zip(need, total, strict=True)})
 
     def _decode_points(self, batch: int, past, part: int) -> np.ndarray:
+        if np.size(past) == 0:
+            return np.zeros(np.shape(past))
         self.prefetch(decode=[(batch, past)])
         row = self._dec[int(batch)]
-        self.decode_kernels = self._dec_kernels[int(batch)]
+        # the launches at the longest context asked (a past of 1 is a build of its own, see step_points)
+        self.decode_kernels = row[int(np.ravel(past)[-1])][2]
         values = np.array([row[int(p)][part] for p in np.ravel(past)], dtype=float)
         return values.reshape(np.shape(past))
 
