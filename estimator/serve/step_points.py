@@ -54,6 +54,8 @@ class _Unit:
 
 @dataclass
 class _Build:
+    """The step's kernels lowered with the dims of `free` free (the others bound to 1)."""
+
     free: tuple[str, ...]
     lam: Lambdas
     units: list[_Unit]
@@ -121,7 +123,7 @@ class StepPoints:
                     units[key].weight += weight
                     continue
                 used = _symbols(key, set()) | _symbols(tuple(k.work.flops.values()), set())
-                used |= _symbols(k.work.dram_bytes, set())
+                used |= _symbols((k.work.dram_bytes, k.work.comm.nbytes if k.work.comm else None), set())
                 units[key] = _Unit(key, g, k, float(weight), tuple(d for d in free if d in used),
                                    KernelPricer(g, k, self.hw, lam), k.kind in self.context_kinds)
         self._builds[ones] = hit = _Build(free, lam, list(units.values()), kernels)
