@@ -11,7 +11,7 @@ import sympy
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
-from estimator.kernel import CostCache, Kernel, Uncosted, lower
+from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
 from estimator.precision import check_precision, retype
 from estimator.price import Timing, price
 from estimator.tiling import memo, symmath
@@ -96,10 +96,12 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
                          warm_inputs, kernel_sass, framework, comm_graphed)
 
 
-def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: dict[str, int],
-              free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
-              tiling: bool, warm_inputs: bool | Iterable[str], kernel_sass: Mapping | None,
-              framework: str | None, comm_graphed: bool) -> Result:
+def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: Mapping[str, int],
+                  pipeline: str, after_pass: Callable | None = None,
+                  verify_each: bool = False) -> tuple[Graph, CostCache, Lowered, list]:
+    """The first half of `estimate()`: bind `dims`, re-type `precision`, run the pass pipeline and lower
+    to kernels (graph, CostCache, Lowered, refusals), before any tile plan or price. The serving steps
+    (estimator/serve/step_points.py) price these kernels at arrays of points."""
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = retype(graph, check_precision(precision, hw))
@@ -112,7 +114,15 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
 
     graph = Pipeline.parse(pipeline).run(graph, after=seen, verify_each=verify_each)
     costs = CostCache(graph)
-    lowered = lower(graph, costs)
+    return graph, costs, lower(graph, costs), refusals
+
+
+def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: dict[str, int],
+              free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
+              tiling: bool, warm_inputs: bool | Iterable[str], kernel_sass: Mapping | None,
+              framework: str | None, comm_graphed: bool) -> Result:
+    graph, costs, lowered, refusals = lowered_graph(graph, hw, precision, dims, pipeline, after_pass,
+                                                    verify_each)
     if strict and lowered.uncosted:
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "

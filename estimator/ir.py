@@ -196,9 +196,12 @@ class Graph:
 
     def free_symbols(self) -> set[sympy.Symbol]:
         syms: set[sympy.Symbol] = set()
+        seen: set = set()  # each distinct dim expression asked once (an 80-layer graph repeats a few)
         for t in self.tensors.values():
             for d in t.shape or ():
-                syms |= d.free_symbols
+                if not d.is_Number and d not in seen:
+                    seen.add(d)
+                    syms |= d.free_symbols
         return syms
 
     @property

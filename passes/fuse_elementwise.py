@@ -15,6 +15,8 @@ outside (so DRAM bytes never grow).
 
 from __future__ import annotations
 
+import functools
+
 import sympy
 
 from estimator.ir import Graph, Node
@@ -51,7 +53,14 @@ def _size(graph: Graph, node: Node) -> sympy.Expr | None:
     known = [s for s in sizes if s is not None]
     if not known or len(known) < len(sizes):
         return None
-    return known[0] if len(known) == 1 else sympy.Max(*known)
+    return known[0] if len(known) == 1 else _max(tuple(known))
+
+
+@functools.lru_cache(maxsize=4096)
+def _max(sizes: tuple) -> sympy.Expr:
+    """sympy.Max of the sizes, built once per distinct tuple (identical layers ask the same thousands of
+    times; each Max runs sympy's pairwise comparisons)."""
+    return sympy.Max(*sizes)
 
 
 class _Groups:

@@ -104,13 +104,19 @@ def bench_framework(fw, work, block: int):
 def predict(deps: dict[int, tuple], fw=None, block: int = 1) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
     deployment's own, for --fit), each row's framework as the benchmark configured it."""
-    from estimator.serve.serving import Workload, serve
+    from estimator.serve.serving import Workload, prefetch, serve
 
     out = []
     for tp, (dep, rows) in deps.items():
-        for r in rows:
-            work = Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]))
-            res = serve(dep.steps, dep.memory, bench_framework(fw or dep.framework, work, block), work, tp)
+        works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])) for r in rows]
+        fws = [bench_framework(fw or dep.framework, work, block) for work in works]
+        groups: dict[str, tuple] = {}  # rows of one benchmark configuration: their steps in one pass
+        for f, work in zip(fws, works, strict=True):
+            groups.setdefault(repr(sorted(f.values.items(), key=str)), (f, []))[1].append(work)
+        for f, group in groups.values():
+            prefetch(dep.steps, dep.memory, f, group)
+        for r, work, f in zip(rows, works, fws, strict=True):
+            res = serve(dep.steps, dep.memory, f, work, tp)
             out.append(
                 {
                     "tp": tp,

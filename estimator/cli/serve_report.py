@@ -66,5 +66,5 @@ def pareto_svg(args, tps: list[int], work, concurrencies: list[int], point) -> s
     for tp in tps:
         opts = serve_mode._options(args, tp)  # noqa: SLF001  (the serving mode's own Options)
         dep = point if tp == point.opts.tp else Deployment.build(args.model_name, opts)
-        rows.extend((tp, dep.serve(replace(work, concurrency=c))) for c in concurrencies)
+        rows.extend((tp, r) for r in dep.serve_many([replace(work, concurrency=c) for c in concurrencies]))
     return to_svg(pareto_figure(rows, f"{args.model_name} on {args.arch}, isl {work.isl}, osl {work.osl}"))

@@ -8,11 +8,12 @@ first whose memory plan holds one sequence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from estimator.serve.frameworks import Framework
 from estimator.serve.memory import Memory, plan_memory
-from estimator.serve.serving import ServeResult, Workload, serve
+from estimator.serve.serving import ServeResult, Workload, prefetch, serve
 from estimator.serve.steps import Options, Steps, model_steps
 
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
@@ -38,6 +39,15 @@ class Deployment:
 
     def serve(self, work: Workload) -> ServeResult:
         return serve(self.steps, self.memory, self.framework, work, self.opts.tp)
+
+    def prefetch(self, works: Sequence[Workload]) -> None:
+        """Price the steps every workload's `serve` asks, in one pass (serving.prefetch)."""
+        prefetch(self.steps, self.memory, self.framework, works)
+
+    def serve_many(self, works: Sequence[Workload]) -> list[ServeResult]:
+        """`serve` of every workload, their steps priced first in one pass."""
+        self.prefetch(works)
+        return [self.serve(w) for w in works]
 
 
 def smallest_fitting_tp(model: str, opts: Options, work: Workload) -> int | None:

@@ -87,7 +87,9 @@ def _flags(sv, tp: int, c: int) -> tuple[str, ...]:
 
 
 def _points(sv):
-    for tp, c in _candidates(sv):
+    candidates = _candidates(sv)
+    sv.prefetch(candidates)
+    for tp, c in candidates:
         alt = sv.at(tp, c)
         if alt is not None and alt.fits:
             yield tp, c, alt

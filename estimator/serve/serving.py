@@ -46,6 +46,7 @@ along), then decode together; TTFT is the mean over groups of the prefill time u
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -154,6 +155,38 @@ def prompts_per_step(budget: int, w: int, isl: int, batching: str) -> int:
     return max(1, min(w, room // isl))
 
 
+def _prefill_shape(work: Workload, fw: Framework, w: int) -> tuple[int, int, int]:
+    """(chunk steps per prompt n_c, whole prompts a step admits k_max, prompts per prefill step k) of
+    `work` with `w` requests admitted."""
+    budget = int(fw.max_num_tokens)
+    n_c = math.ceil(work.isl / budget)
+    k_max = 1 if n_c > 1 else prompts_per_step(budget, w, work.isl, work.batching)
+    k = k_max
+    if work.batching == "inflight" and fw.admission_wait == "half_step":
+        # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
+        # one step, W / (osl - 1 + n_c) on average (at least one prompt)
+        k = min(k, max(1, math.ceil(w / (work.osl - 1 + n_c))))
+    return n_c, k_max, k
+
+
+def prefetch(steps: Steps, memory: Memory, fw: Framework, works: Sequence[Workload]) -> None:
+    """Have `steps` price, in one pass, every decode and prefill step that `serve` will ask for these
+    workloads (the same batches and contexts serve() asks: see there)."""
+    decode, prefill = [], []
+    for work in works:
+        w = admitted(work, fw, memory)
+        if not memory.fits(work.isl, work.osl) or w == 0:
+            continue
+        n_c, _, k = _prefill_shape(work, fw, w)
+        batch = fw.graph_batch(w) or w
+        decode += [(batch, np.arange(work.isl, work.isl + work.osl - 1)), (batch, [work.isl + work.osl // 2])]
+        if work.batching != "static" and w > k:
+            decode.append((w - k, [work.isl + work.osl // 2]))
+        prefill.append((k, work.isl))
+    if hasattr(steps, "prefetch"):
+        steps.prefetch(decode=decode, prefill=prefill)
+
+
 def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int) -> ServeResult:
     """The serving metrics of `work` on one tp-group whose GPU priced `steps`."""
     w = admitted(work, fw, memory)
@@ -161,14 +194,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         nan = float("nan")
         return ServeResult(work, fw.name, gpus, 0, memory.kv_capacity_tokens, False, nan, nan, nan, 0.0,
                            memory, notes=["does not fit: no room for one sequence's KV cache"])
-    isl, osl, budget = work.isl, work.osl, int(fw.max_num_tokens)
-    n_c = math.ceil(isl / budget)
-    k_max = 1 if n_c > 1 else prompts_per_step(budget, w, isl, work.batching)
-    k = k_max
-    if work.batching == "inflight" and fw.admission_wait == "half_step":
-        # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
-        # one step, W / (osl - 1 + n_c) on average (at least one prompt)
-        k = min(k, max(1, math.ceil(w / (osl - 1 + n_c))))
+    isl, osl = work.isl, work.osl
+    n_c, k_max, k = _prefill_shape(work, fw, w)
     groups = math.ceil(w / k)
     pre = prefill_step(steps, fw, k, isl, n_c)
     pasts = np.arange(isl, isl + osl - 1)

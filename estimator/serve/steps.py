@@ -1,12 +1,16 @@
 """One GPU's priced serving steps: the decode step and the prefill step of a (sharded) decoder, as the
 estimator prices them, kept symbolic in their dims so the serving model can evaluate every step.
 
-- decode: the decode graph, sharded (passes/shard_tp.py), priced by `estimate()` with `batch` bound
-  and `past_seq` free (tile plans need the batch; the context stays an expression): the step's GPU
-  time E_dec(batch, past_seq), its attention part E_ctx (kinds attention and movement: the score path
-  and the cache append, which grow with the context) and its kernel count;
+- decode: the decode graph, sharded (passes/shard_tp.py): the step's GPU time E_dec(batch, past_seq),
+  its attention part E_ctx (kinds attention and movement: the score path and the cache append, which
+  grow with the context) and its kernel count;
 - prefill: the prefill graph with logits for the last position only (passes/last_token_logits.py),
-  sharded, priced at each (batch, seq) asked: E_pre(batch, seq) and its kernel count;
+  sharded: E_pre(batch, seq) and its kernel count;
+- pricing: with tile plans on a GPU that has a tile model, every (batch, past_seq) or (batch, seq) asked
+  is priced as `--dim` prices it, many at once at arrays of points (estimator/serve/step_points.py;
+  `prefetch` takes the points a set of workloads will ask, estimator/serve/serving.py `prefetch`);
+  otherwise by `estimate()`: per batch with `past_seq` free (tiled, on a GPU without a tile model), or
+  once with every dim free (roofline pricing, `tiling=False`), lambdified;
 - memory inputs: the sharded weights, the KV bytes per token, the activation peak at the framework's
   max tokens per step (estimator/serve/liveness.py).
 One price per kernel: these are the totals of the priced kernels, never a second model.
@@ -31,12 +35,14 @@ from functools import partial
 import numpy as np
 import sympy
 
-from estimator.estimate import Result, estimate, group_totals, weight_bytes
+from estimator.estimate import Result, estimate, group_totals, lowered_graph, weight_bytes
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import Expr, Graph, bind, dim
 from estimator.serve.frameworks import Framework
 from estimator.serve.liveness import Liveness, liveness
 from estimator.serve.memory import kv_bytes_per_token
+from estimator.serve.step_points import StepPoints
+from estimator.tiling.plan import tiling_supported
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
 from passes.shard_tp import shard_tp
@@ -68,9 +74,8 @@ class _Variant:
 
 
 class Steps:
-    """Priced steps of one GPU, evaluated lazily and cached: a decode step per batch (tiled pricing with
-    the batch bound stays symbolic in past_seq, so the osl - 1 steps are one lambdified expression),
-    a prefill step per (batch, seq)."""
+    """Priced steps of one GPU, evaluated lazily and cached per point: a decode step per (batch, past),
+    a prefill step per (batch, seq) (see the module doc for the three ways they are priced)."""
 
     def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...],
                  layers: int = 0) -> None:
@@ -79,18 +84,30 @@ class Steps:
         self._prefill: dict[tuple[int, int], float] = {}
         self._symbolic = None  # roofline pricing: one expression per step in every dim
         act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
-        if opts.tiling:
-            first = [_price(v.prefill, opts, act) for v in variants]
-            self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
-            act_graph = first[-1].graph
+        self._points = _step_points(variants, opts)
+        # batch -> past -> (E_dec, E_ctx, kernels) of the decode steps priced at points
+        self._dec: dict[int, dict[int, tuple[float, float, int]]] = {}
+        if self._points is not None:  # lowered at the activation point, priced when asked
+            low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline)
+                   for v in variants]
+            act_graph, kernels = low[-1][0], low[-1][2].kernels
+            self.prefill_kernels = int(self._combine(len(x[2].kernels) for x in low))
+            self.weights_bytes = float(self._combine(float(weight_bytes(x[0])) for x in low))
         else:
-            first = [_price(v.prefill, opts, {}) for v in variants]
-            self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
-                v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))), "numpy")}
-            act_graph = bind(first[-1].graph, act)
-        self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
-        self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
-        self.activations: Liveness = liveness(act_graph, [k.kernel for k in first[-1].kernels])
+            if opts.tiling:
+                first = [_price(v.prefill, opts, act) for v in variants]
+                self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
+                act_graph = first[-1].graph
+            else:
+                first = [_price(v.prefill, opts, {}) for v in variants]
+                self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
+                    v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))),
+                    "numpy")}
+                act_graph = bind(first[-1].graph, act)
+            kernels = [k.kernel for k in first[-1].kernels]
+            self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
+            self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
+        self.activations: Liveness = liveness(act_graph, kernels)
         kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
         self.kv_per_token = float(self._combine(kv))
         self.decode_kernels = 0
@@ -119,17 +136,52 @@ class Steps:
         self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
         return sympy.lambdify(args, total, "numpy"), sympy.lambdify(args, ctx, "numpy")
 
+    def prefetch(self, decode=(), prefill=()) -> None:
+        """Price, in one pass at arrays of points (estimator/serve/step_points.py), every decode step
+        (batch, array of past lengths) and prefill step (batch, seq) asked that is not priced yet."""
+        if self._points is None:
+            return
+        need = list(dict.fromkeys((int(b), int(p)) for b, ps in decode for p in np.ravel(ps)
+                                  if int(p) not in self._dec.get(int(b), {})))
+        if need:
+            b, p = (np.array(x, dtype=float) for x in zip(*need, strict=True))
+            total, ctx, kernels = self._points["decode"].evaluate({"batch": b, "past_seq": p})
+            for i, (bi, pi) in enumerate(need):
+                self._dec.setdefault(bi, {})[pi] = (float(total[i]), float(ctx[i]), int(round(kernels[i])))
+        asked = ((int(b), int(s)) for b, s in prefill)
+        need = list(dict.fromkeys(k for k in asked if k not in self._prefill))
+        if need:
+            b, s = (np.array(x, dtype=float) for x in zip(*need, strict=True))
+            total, _, _ = self._points["prefill"].evaluate({"batch": b, "seq": s})
+            self._prefill.update({key: float(t) for key, t in zip(need, total, strict=True)})
+
+    def _decode_points(self, batch: int, past, part: int) -> np.ndarray:
+        if np.size(past) == 0:
+            return np.zeros(np.shape(past))
+        self.prefetch(decode=[(batch, past)])
+        row = self._dec[int(batch)]
+        # the launches at the longest context asked (a past of 1 is a build of its own, see step_points)
+        self.decode_kernels = row[int(np.ravel(past)[-1])][2]
+        values = np.array([row[int(p)][part] for p in np.ravel(past)], dtype=float)
+        return values.reshape(np.shape(past))
+
     def decode(self, batch: int, past) -> np.ndarray:
         """E_dec at `batch` over an array (or a number) of past lengths."""
+        if self._points is not None:
+            return self._decode_points(batch, past, 0)
         return _as_array(self._decode_fns(batch)[0](past), past)
 
     def decode_context(self, batch: int, past) -> np.ndarray:
+        if self._points is not None:
+            return self._decode_points(batch, past, 1)
         return _as_array(self._decode_fns(batch)[1](past), past)
 
     def prefill(self, batch: int, seq: int) -> float:
         key = (batch, seq)
         if self._symbolic is not None:
             return float(self._symbolic["prefill"](batch, seq))
+        if self._points is not None:
+            self.prefetch(prefill=[key])
         if key not in self._prefill:
             self._prefill[key] = self._combine(
                 float(_price(v.prefill, self.opts, {"batch": batch, "seq": seq}).totals["estimate_s"])
@@ -153,6 +205,21 @@ def _retyped(graph: Graph, opts: Options) -> Graph:
         kv = check_precision(opts.kv_precision, opts.hw)
         g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
     return g
+
+
+def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoints] | None:
+    """The decode and prefill steps at arrays of points, where tile pricing on this GPU allows."""
+    if not (opts.tiling and tiling_supported(opts.hw)):
+        return None
+    fw = opts.framework.name if opts.framework.custom_allreduce else None
+
+    def step(attr: str, dims: tuple[str, ...], kinds: tuple[str, ...]) -> StepPoints:
+        graphs = [(_retyped(getattr(v, attr), opts), v.weight) for v in variants]
+        present = {s.name for s in graphs[0][0].free_symbols()}
+        return StepPoints(graphs, opts.hw, opts.pipeline, fw, [d for d in dims if d in present], kinds)
+
+    return {"decode": step("decode", ("batch", "past_seq"), CONTEXT_KINDS),
+            "prefill": step("prefill", ("batch", "seq"), ())}
 
 
 def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:

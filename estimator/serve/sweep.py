@@ -20,5 +20,5 @@ def sweep_deployments(model: str, options: Sequence[Options], workloads: Sequenc
     rows = []
     for opts in options:
         dep = Deployment.build(model, opts, fold=fold)
-        rows.extend((opts.tp, dep.serve(w)) for w in workloads)
+        rows.extend((opts.tp, r) for r in dep.serve_many(workloads))
     return rows

@@ -12,6 +12,7 @@ same priced steps, or Deployment.build at another TP), never a second model:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from estimator.errors import UserError
@@ -55,6 +56,16 @@ class Serving:
             except UserError:  # e.g. heads not divisible by tp: not a candidate
                 self._deployments[tp] = None
         return self._deployments[tp]
+
+    def prefetch(self, points: Sequence[tuple[int, int]]) -> None:
+        """Price, one pass per TP, the steps of every (tp, concurrency) that `at` will be asked."""
+        by_tp: dict[int, list[Workload]] = {}
+        for tp, c in points:
+            by_tp.setdefault(tp, []).append(replace(self.work, concurrency=c))
+        for tp, works in by_tp.items():
+            dep = self.deployment_at(tp)
+            if dep is not None:
+                dep.prefetch(works)
 
     def at(self, tp: int, concurrency: int) -> ServeResult | None:
         """The workload at `concurrency` clients on `tp` GPUs (memoised), None when `tp` cannot shard."""

@@ -83,6 +83,8 @@ def select(choices: list, n: int, fixed: Callable[[Any], float]) -> PointPrice:
     t_compute, then the first listed (a running minimum: no candidates x points matrix is built).
     `fixed(choice)` is a candidate's fixed cost as plan.py adds it."""
     def arr(x: Any) -> np.ndarray:
+        if isinstance(x, np.ndarray) and x.shape == (n,) and x.dtype == np.float64:
+            return x  # already one float per point (broadcast_to costs more than the math here)
         return np.broadcast_to(np.asarray(x, dtype=float), (n,))
 
     best = None
@@ -128,18 +130,18 @@ class KernelPricer:
             return self._attention(values, n)
         return None
 
-    def _gemm(self, values, n) -> PointPrice | None:
+    def gemm_problem(self, values, n) -> gemm_model.Gemm | None:
+        """The kernel's GEMM at the points, None when it is no tiled GEMM (a streaming plan)."""
+        if self.unit is None or self.gemm is None:
+            return None
         spec = _subst(self.gemm, self.lam, values, n)
         dram = self.lam(self.kernel.work.dram_bytes, values, n)
-        g = tp.gemm_problem(spec, self.unit, np.broadcast_to(np.asarray(dram, float), (n,)).copy(), 0,
-                            False, False, self.hw, self.menu)
-        if g is None:
-            return None
-        choices = gemm_model.candidates(g, self.menu, self.hwp)
-        if not choices:
-            return None
-        base = self.eff["launch_s"] + self.eff["mem_latency_s"]
-        return select(choices, n, lambda c: base + (self.eff["split_k_s"] if c.split > 1 else 0))
+        return tp.gemm_problem(spec, self.unit, np.broadcast_to(np.asarray(dram, float), (n,)).copy(), 0,
+                               False, False, self.hw, self.menu)
+
+    def _gemm(self, values, n) -> PointPrice | None:
+        g = self.gemm_problem(values, n)
+        return None if g is None else price_gemms([(g, n)], self.menu, self.hwp, self.eff)[0]
 
     def _attention(self, values, n) -> PointPrice | None:
         core, q_bytes, kv_bytes = self.attention
@@ -161,6 +163,35 @@ class KernelPricer:
         choices = attn_model.candidates(a, self.menu, self.hwp)
         base = attn_model.fixed_s(self.hwp, a.decode)
         return select(choices, n, lambda c: base + (self.eff["split_k_s"] if c.split > 1 else 0))
+
+
+_ARRAY_FIELDS = ("batch", "m", "n", "k", "dram_bytes")
+
+
+def price_gemms(problems: Sequence[tuple[gemm_model.Gemm, int]], menu, hwp, eff) -> list[PointPrice | None]:
+    """Each (GEMM at n points, n) priced as KernelPricer prices one, the menu walked once per group:
+    problems alike in everything but their arrays (batch, M, N, K, DRAM bytes: the operand and output
+    bytes, the unit's peak and efficiency, L2 residency) are concatenated into one problem, which the
+    elementwise tile model prices point by point exactly as it prices each alone. None: no candidate."""
+    groups: dict[tuple, list[int]] = {}
+    for i, (g, _) in enumerate(problems):
+        key = (g.a_bytes, g.b_bytes, g.c_bytes, g.peak, g.eff_unit, bool(g.a_in_l2), bool(g.b_in_l2))
+        groups.setdefault(key, []).append(i)
+    out: list[PointPrice | None] = [None] * len(problems)
+    base = eff["launch_s"] + eff["mem_latency_s"]
+    for idx in groups.values():
+        sizes = [problems[i][1] for i in idx]
+        arrays = {f: np.concatenate([np.broadcast_to(np.asarray(getattr(problems[i][0], f), dtype=float),
+                                                     (problems[i][1],)) for i in idx])
+                  for f in _ARRAY_FIELDS}
+        choices = gemm_model.candidates(replace(problems[idx[0]][0], **arrays), menu, hwp)
+        if not choices:
+            continue
+        p = select(choices, sum(sizes), lambda c: base + (eff["split_k_s"] if c.split > 1 else 0))
+        ends = np.cumsum(sizes)
+        for i, end, size in zip(idx, ends, sizes, strict=True):
+            out[i] = PointPrice(*(getattr(p, f.name)[end - size:end] for f in fields(PointPrice)))
+    return out
 
 
 def _arr(x: Any, n: int) -> np.ndarray:

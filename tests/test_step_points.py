@@ -1,0 +1,119 @@
+"""estimator/serve/step_points.py: the serving steps priced at arrays of points equal `estimate()` with
+every dim bound (`--dim batch=B --dim past_seq=P`), point by point, and so do the TTFT and TPOT built on
+them; the report's fusion table cells equal `estimate()` under each strategy."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import hwdesc
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.serve.frameworks import framework
+from estimator.serve.memory import plan_memory
+from estimator.serve.serving import Workload, prefetch, serve
+from estimator.serve.steps import Options, Steps, _context_part, _price, sharded_variant
+from models import llama
+from passes import STRATEGIES
+
+CFG = replace(llama.LLAMA_TINY, num_layers=4)
+HW = hwdesc.load("h100-sxm")
+FW = replace(framework("trtllm"), values={**framework("trtllm").values, "max_num_tokens": 64})
+
+
+def _variant(layers: int, weight: int, tp: int):
+    cfg = replace(CFG, num_layers=layers)
+    dec = import_model(llama.build("t-decode", cfg, "decode"))
+    pre = import_model(llama.build("t", cfg, "prefill"))
+    return sharded_variant(dec, pre, tp, weight)[0]
+
+
+def _steps(tp: int, hw=HW) -> Steps:
+    opts = Options(hw, tp, "bf16", None, STRATEGIES["tensorrt"], FW)
+    return Steps([_variant(1, 2 - 4, tp), _variant(2, 4 - 1, tp)], opts, (), 4)  # f(1) + 3 (f(2) - f(1))
+
+
+class PerPointSteps:
+    """The reference: every step priced by estimate() with batch and past_seq (or seq) bound."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps, self.decode_kernels, self.layers = steps, 0, steps.layers
+        self.prefill_kernels = steps.prefill_kernels
+
+    def _at(self, graph_of, dims):
+        results = [_price(graph_of(v), self.steps.opts, dims) for v in self.steps.variants]
+        return [(v.weight, r) for v, r in zip(self.steps.variants, results, strict=True)]
+
+    def _decode(self, batch, past, part):
+        out = []
+        for p in np.ravel(past):
+            pairs = self._at(lambda v: v.decode, {"batch": int(batch), "past_seq": int(p)})
+            self.decode_kernels = sum(w * len(r.kernels) for w, r in pairs)
+            out.append(sum(w * float(part(r)) for w, r in pairs))
+        return np.array(out).reshape(np.shape(past))
+
+    def decode(self, batch, past):
+        return self._decode(batch, past, lambda r: r.totals["estimate_s"])
+
+    def decode_context(self, batch, past):
+        return self._decode(batch, past, _context_part)
+
+    def prefill(self, batch, seq):
+        pairs = self._at(lambda v: v.prefill, {"batch": int(batch), "seq": int(seq)})
+        return sum(w * float(r.totals["estimate_s"]) for w, r in pairs)
+
+
+@pytest.mark.parametrize("arch", ["h100-sxm", "b200", "a100"])  # hopper, blackwell (stream-K), ampere menus
+def test_decode_points_equal_estimate_at_bound_dims(arch):
+    steps = _steps(2, hwdesc.load(arch))
+    ref = PerPointSteps(steps)
+    batches, pasts = np.array([1, 1, 3, 8, 8]), np.array([5, 40, 17, 1, 63])  # batch 1 and past 1: own builds
+    steps.prefetch(decode=[(b, [p]) for b, p in zip(batches, pasts, strict=True)])
+    for b, p in zip(batches, pasts, strict=True):
+        assert steps.decode(b, p) == pytest.approx(ref.decode(b, p), rel=1e-9)
+        assert steps.decode_kernels == ref.decode_kernels  # the launches of that batch's build
+        assert steps.decode_context(b, p) == pytest.approx(ref.decode_context(b, p), rel=1e-9)
+    for b, s in ((1, 64), (2, 16), (4, 7)):
+        assert steps.prefill(b, s) == pytest.approx(ref.prefill(b, s), rel=1e-9)
+
+
+@pytest.mark.parametrize(("tp", "concurrency"), [(1, 1), (1, 6), (2, 3), (2, 16)])
+def test_ttft_and_tpot_equal_per_point_pricing(tp, concurrency):
+    steps = _steps(tp)
+    memory = plan_memory(HW, FW, tp, steps.weights_bytes, steps.kv_per_token, steps.activations)
+    work = Workload(24, 5, concurrency)  # 4 decode steps at past 24..27, the ride at past 26
+    prefetch(steps, memory, FW, [work])
+    fast = serve(steps, memory, FW, work, tp)
+    slow = serve(PerPointSteps(steps), memory, FW, work, tp)
+    assert fast.ttft_s == pytest.approx(slow.ttft_s, rel=1e-9)
+    assert fast.tpot_s == pytest.approx(slow.tpot_s, rel=1e-9)
+    assert fast.decode.kernels == slow.decode.kernels
+
+
+def test_prefetch_prices_what_serve_asks():
+    steps = _steps(2)
+    memory = plan_memory(HW, FW, 2, steps.weights_bytes, steps.kv_per_token, steps.activations)
+    work = Workload(24, 5, 16)
+    prefetch(steps, memory, FW, [work])
+    priced = {b: set(row) for b, row in steps._dec.items()}  # noqa: SLF001
+    k = 64 // 24  # prompts per prefill step: max_num_tokens // isl = 2
+    assert priced[16] == {24, 25, 26, 27}  # the osl - 1 = 4 decode steps at batch 16 (a captured size)
+    assert priced[16 - k] == {24 + 5 // 2}  # the decoding requests riding a prefill step, at isl + osl / 2
+    before = dict(steps._dec)  # noqa: SLF001
+    serve(steps, memory, FW, work, 2)
+    assert steps._dec.keys() == before.keys()  # noqa: SLF001  (serve found every step priced)
+
+
+def test_fusion_table_cells_equal_estimate_under_each_strategy():
+    from estimator.report.recommend import Context
+
+    graph = _variant(4, 1, 2).decode
+    dims = {"batch": 8, "past_seq": 30}
+    base = estimate(graph, HW, "bf16", dims=dims, pipeline=STRATEGIES["tensorrt"], tiling=True)
+    ctx = Context(graph, HW, base, "bf16", dims, STRATEGIES["tensorrt"], tiling=True)
+    for name, pipeline in STRATEGIES.items():
+        got = ctx.rerun(pipeline=pipeline).totals
+        want = estimate(graph, HW, "bf16", dims=dims, pipeline=pipeline, tiling=True).totals
+        for cell in ("kernels", "dram_bytes", "bound_s", "estimate_s"):
+            assert float(got[cell]) == pytest.approx(float(want[cell]), rel=1e-9), (name, cell)
