@@ -36,7 +36,11 @@ TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "at
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
-TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", *DTYPE_TENSOR_FRACTIONS)
+# Optional: the GEMM output path (estimator/tiling/gemm.py): the share of an SM's L2 bandwidth its
+# epilogue stores reach, and of the DRAM bandwidth a GEMM's tile-wise C stores reach; absent: no epilogue
+# term, C at `dram`.
+GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store")
+TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", *DTYPE_TENSOR_FRACTIONS, *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})

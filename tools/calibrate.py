@@ -63,12 +63,14 @@ from estimator.tiling.residency import boundary, resident_bytes, stack_hits  # n
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
-GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s")
+GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s",
+             "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s")
-FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap")
+FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "epilogue_store", "dram_store")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
-         "mem_latency_s": 1e-6, "split_k_s": 2e-6, "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
+         "mem_latency_s": 1e-6, "split_k_s": 2e-6, "epilogue_store": 0.7, "dram_store": 0.7,
+         "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6}
 
 
@@ -386,6 +388,25 @@ def fit_fp8(data: Path, hw, n: int, seed: int) -> float:
     return (lo + hi) / 2
 
 
+def fit_gemm_only(keys: tuple[str, ...], gemm: Table, hw, menu, args) -> int:
+    """Stage 1 on the named keys only (`--gemm-keys`), every other constant as the descriptor has it."""
+    unknown = [k for k in keys if k not in GEMM_KEYS]
+    if unknown:
+        raise SystemExit(f"error: --gemm-keys: not GEMM constants: {', '.join(unknown)} "
+                         f"(choose from {', '.join(GEMM_KEYS)})")
+    consts = {k: hw.efficiency.get(k, START[k]) for k in keys}
+    if not args.no_fit:
+        consts = rounded(fit(keys, [(gemm, sample(len(gemm.rows["t"]), args.sample, args.seed))], hw, menu,
+                             consts))
+    print(f"# GEMM constants fitted on {args.data} ({hw.name}, {hw.family})")
+    for key in keys:
+        print(f"{key}: {consts[key]:.3g}")
+    print("\n".join(residuals(gemm, with_constants(hw, consts), menu)))
+    if args.write:
+        print("wrote " + ", ".join(write_descriptors(consts)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--comm" in argv:  # the collective constants: tools/calibrate_comm.py (its own options follow)
@@ -401,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
     ap.add_argument("--fp8", action="store_true", help="fit only tensor_fp8 on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
+    ap.add_argument("--gemm-keys", help="comma list: fit only these GEMM constants, on the GEMM table "
+                    "alone (stage 1; the attention constants and tables untouched)")
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
@@ -413,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     hw = hwdesc.load(args.arch)
     menu = menu_for(hw.family)
     gemm = gemm_table(args.data)
+    if args.gemm_keys:
+        return fit_gemm_only(tuple(args.gemm_keys.split(",")), gemm, hw, menu, args)
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
     consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
