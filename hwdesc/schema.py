@@ -32,7 +32,7 @@ OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 # without all of them (or without l2_bytes_per_s) is priced by the roofline estimate alone.
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
-                "attention_prefill_s", "attention_decode_s")
+                "attention_prefill_s", "attention_decode_s", "block_scale_step_s")
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)

@@ -11,8 +11,8 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
     t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue
     t_last     = max(t_iter * busiest / ctas_per_sm, mem_latency_s / stages)
                  (the last wave's CTAs spread breadth-first: busiest = ceil(leftover CTAs / SMs))
-    t_epilogue = tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
-                                                                      (C tile stored after the mainloop)
+    t_epilogue = ctas_per_sm * tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
+                                                                      (C tiles stored after the mainloop)
     t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
                                                                       (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
@@ -67,6 +67,7 @@ class Gemm:
     dram_bytes: Any = 0  # the kernel's minimum DRAM traffic: Work.dram_bytes less its L2-resident reads
     a_in_l2: Any = False
     b_in_l2: Any = False
+    scale_block: int = 0  # K elements per scale of a block-scaled operand (0: none)
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,8 @@ class _Oriented:
     t_iter: Any
     t_mma_one: Any  # one CTA alone on its SM(s): the MMA time of a k-step
     t_load: Any  # the load pipeline's k-step time (mem_latency_s / stages)
-    t_epilogue: float  # one tile's epilogue (_epilogue)
+    t_epilogue: float  # a wave's epilogues on one SM (_epilogue x ctas_per_sm)
+    t_promote: float  # a k-step's block-scale promotion (_promotion), after its MMAs
     dram_extra: Any
     l2: Any
     t_l2: Any
@@ -225,7 +227,8 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
     t_mma_one = 2 * rows * cols * tile_k / (per_sm_peak * tile.sms)
     t_load = eff["mem_latency_s"] / stages
-    t_iter = sm.maximum(t_mma_one * cpsm, t_load)
+    t_promote = _promotion(g, tile_k, menu, hw)
+    t_iter = sm.maximum(t_mma_one * cpsm, t_load) + t_promote
     k_steps = sm.ceil_div(g.k, tile_k)
     # TMA multicast: the CTAs of a cluster along N share one load of their A tile (and along M of B).
     cl_rows, cl_cols = (tile.cluster_n, tile.cluster_m) if swap else (tile.cluster_m, tile.cluster_n)
@@ -233,9 +236,10 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     l2 = g.batch * k_steps * tile_k * tiles_m * tiles_n * per_step + g.batch * g.m * g.n * g.c_bytes
     slots = (hw.sm_count // tile.sms) * cpsm
     # a persistent kernel's epilogue runs under the next tile's mainloop (a second accumulator buffer)
-    epilogue = _epilogue(rows, cols, g.c_bytes, hw) if menu.scheduler == "waves" else 0.0
+    epilogue = cpsm * _epilogue(rows, cols, g.c_bytes, hw) if menu.scheduler == "waves" else 0.0
     return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
-                     t_mma_one, t_load, epilogue, _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
+                     t_mma_one, t_load, epilogue, t_promote,
+                     _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
                      l2 / (hw.l2_bytes_per_s * eff["l2"]))
 
 
@@ -271,11 +275,22 @@ def _t_dram(g: Gemm, dram_extra: Any, hw: Hw) -> Any:
 def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
     """The epilogue of one tile, after its mainloop: its C tile stored from the SM at `epilogue_store` of
     the SM's share of the L2 bandwidth. A wave-scheduled CTA runs it after its last k-step, with the
-    tensor cores idle (a co-resident CTA may overlap it; counted once per wave, see _split). 0 where the
-    descriptor has no `epilogue_store`. NB: the DRAM write-back of C is t_dram's, overlapped."""
+    tensor cores idle; the co-resident CTAs of a wave share the SM's store path (ctas_per_sm tiles per
+    wave, see _oriented). 0 where the descriptor has no `epilogue_store`. NB: the DRAM write-back of C
+    is t_dram's, overlapped."""
     if "epilogue_store" not in hw.eff:
         return 0.0
     return rows * cols * c_bytes / (hw.l2_bytes_per_s / hw.sm_count * hw.eff["epilogue_store"])
+
+
+def _promotion(g: Gemm, tile_k: int, menu: FamilyMenu, hw: Hw) -> float:
+    """A block-scaled GEMM on a family whose MMA takes no scales (menu `block_scaled.promote`): every
+    `scale_block` K elements the CTA waits for its MMAs, scales the partial accumulator and adds it into
+    the fp32 result on CUDA cores, `block_scale_step_s` each, not overlapped with its own MMAs (one CTA
+    per round exposed: a co-resident CTA's MMAs may run under it). 0 otherwise."""
+    if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
+        return 0.0
+    return hw.eff.get("block_scale_step_s", 0.0) * max(1.0, tile_k / g.scale_block)
 
 
 def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
@@ -286,7 +301,7 @@ def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
     per_sm = o.slots // o.cpsm  # SMs (CTA pairs on a 2-SM tile)
     left = ctas - (waves - 1) * o.slots
     busiest = sm.ceil(left / per_sm)
-    return sm.maximum(o.t_mma_one * busiest, o.t_load)
+    return sm.maximum(o.t_mma_one * busiest, o.t_load) + o.t_promote
 
 
 def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
@@ -326,11 +341,12 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
     of a tile once for all its splits: arrays of points make this the sweep's inner loop)."""
     out = []
+    splits = menu.block_scaled.split_k if g.scale_block and menu.block_scaled is not None else menu.split_k
     for tile in menu.gemm_tiles:
         for swap in ((False, True) if tile.m != tile.n else (False,)):
             o = _oriented(g, tile, swap, menu, hw)
             if o is not None:
-                out += [_split(g, o, split, hw) for split in menu.split_k]
+                out += [_split(g, o, split, hw) for split in splits]
                 if menu.scheduler == "persistent":
                     out.append(_stream_k(g, o, hw))
     return out
