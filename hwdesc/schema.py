@@ -32,14 +32,14 @@ OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 # without all of them (or without l2_bytes_per_s) is priced by the roofline estimate alone.
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
-                "attention_prefill_s", "attention_decode_s", "block_scale_step_s")
+                "attention_prefill_s", "attention_decode_s")
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
-# Optional: the GEMM output path (estimator/tiling/gemm.py): the share of an SM's L2 bandwidth its
-# epilogue stores reach, and of the DRAM bandwidth a GEMM's tile-wise C stores reach; absent: no epilogue
-# term, C at `dram`.
-GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store")
+# Optional: the GEMM output path and block scales (estimator/tiling/gemm.py): the share of an SM's L2
+# bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the
+# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper); absent: no such term.
+GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", *DTYPE_TENSOR_FRACTIONS, *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
 CONFIDENCES = frozenset({"low", "medium", "high"})

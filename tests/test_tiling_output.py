@@ -20,7 +20,7 @@ from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for
 
 H100 = hwdesc.load("h100-sxm")
 HOPPER = menu_for("hopper")
-OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale_step_s")
+OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale")
 # Round constants (full peaks, no fixed costs) and the output-path terms off unless a test sets them.
 BASE = {**{k: v for k, v in H100.efficiency.items() if k not in OUTPUT_KEYS}, "tensor": 1.0, "dram": 1.0,
         "l2": 1.0, "launch_s": 0.0, "mem_latency_s": 0.0, "split_k_s": 0.0}
@@ -30,7 +30,7 @@ STEP_128x256 = 2 * 128 * 256 * 64 / (989.4e12 / 132)  # one bf16 128x256x64 k-st
 
 
 def hw(**eff):
-    return gemm_model.Hw(132, 3.35e12, 12.39e12, 50 * 2**20, 233472, {**BASE, **eff})
+    return gemm_model.Hw(132, 3.35e12, 12.39e12, 50 * 2**20, 233472, {**BASE, **eff}, 66.9e12)
 
 
 def bf16_gemm(m, n, k, **kw):
@@ -132,14 +132,17 @@ def fp8(m, n, k, **kw):
 
 def test_block_scaled_gemm_on_hopper_promotes_every_block_without_split_k():
     # Hopper's block-scaled kernel offers split-K 1 only (hwdesc/tiles/hopper.yaml block_scaled)
-    h = hw(block_scale_step_s=1e-7)
+    h = hw(block_scale=0.25)
     assert {c.split for c in gemm_model.candidates(fp8(64, 512, 65536, scale_block=128), HOPPER, h)} == {1}
     assert len({c.split for c in gemm_model.candidates(fp8(64, 512, 65536), HOPPER, h)}) > 1
     # 4096^2 x 4096 fp8 in 128x256 tiles: tile_k = 128 bytes = 128 elements = one scale block per k-step,
-    # 512 tiles = 4 waves of 32 k-steps, each 2 * 128 * 256 * 128 / (1978.9e12 / 132) = 0.5596 us + 0.1 us
+    # 512 tiles = 4 waves of 32 k-steps, each an MMA of 2 * 128 * 256 * 128 / (1978.9e12 / 132) = 0.5596 us
+    # then a promotion of 2 x 128 x 256 FLOPs at 0.25 x 66.9e12 / 132 = 126.7 GFLOP/s: 0.5173 us
     c = gemm_model.price_tile(fp8(4096, 4096, 4096, scale_block=128), T128x256, False, 1, HOPPER, h)
     step = 2 * 128 * 256 * 128 / (1978.9e12 / 132)
-    assert c.t_compute == pytest.approx(4 * 32 * (step + 1e-7))
+    promote = 2 * 128 * 256 / (0.25 * 66.9e12 / 132)
+    assert promote == pytest.approx(0.5173e-6, rel=1e-3)
+    assert c.t_compute == pytest.approx(4 * 32 * (step + promote))
     per_tensor = gemm_model.price_tile(fp8(4096, 4096, 4096), T128x256, False, 1, HOPPER, h)
     assert per_tensor.t_compute == pytest.approx(4 * 32 * step)
 
@@ -147,7 +150,7 @@ def test_block_scaled_gemm_on_hopper_promotes_every_block_without_split_k():
 def test_blackwell_block_scaled_mma_pays_no_promotion():
     # tcgen05 takes the scales in the MMA (no `block_scaled` in hwdesc/tiles/blackwell.yaml): same price
     bw = menu_for("blackwell")
-    h = hw(block_scale_step_s=1e-7)
+    h = hw(block_scale=0.25)
     times = [min(c.time for c in gemm_model.candidates(fp8(4096, 4096, 4096, scale_block=b), bw, h))
              for b in (0, 128)]
     assert times[0] == times[1]
@@ -156,7 +159,7 @@ def test_blackwell_block_scaled_mma_pays_no_promotion():
 def test_plans_of_alike_gemms_keep_their_scaling_apart():
     # the same MatMul shapes fed by a block-wise and by a per-tensor quantize are planned apart (the
     # plan cache sees the producer), and the block-scaled one is slower on Hopper
-    h100 = replace(H100, efficiency=MappingProxyType({**H100.efficiency, "block_scale_step_s": 1e-7}))
+    h100 = replace(H100, efficiency=MappingProxyType({**H100.efficiency, "block_scale": 0.25}))
     times = []
     for block in (128, 0):
         graph = import_model(fp8_gemm_model(2048, 4096, 4096, block))

@@ -19,11 +19,15 @@ validation reports), on a seeded sample of rows per table:
   2. all three tables, the other GEMM constants fixed: softmax_overlap, attention_cta_s, attention_step_s,
      attention_prefill_s, attention_decode_s, and l2 again (shared by every kernel, and barely
      constrained by GEMMs alone).
-`--fp8` fits one more constant, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
-smaller share of their doubled peak than bf16 ones), on a seeded sample of the fp8 GEMM rows (per-tensor
-and 1x128 block-scaled, activation quantization included), with every other constant as the descriptor
-has it: a golden-section search over (0.2, 1) of the same loss, each row priced by the estimator as
-tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred).
+`--gemm-keys K1,K2` runs stage 1 on the named GEMM constants only (e.g. the output path,
+`epilogue_store,dram_store`), every other constant as the descriptor has it and the attention tables
+untouched.
+`--fp8` fits two more constants, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
+smaller share of their doubled peak than bf16 ones) and `block_scale` (the CUDA-core fraction of a
+block-scaled GEMM's per-block promotion), on a seeded sample of the fp8 GEMM rows (per-tensor and 1x128
+block-scaled, activation quantization included), with every other constant as the descriptor has it:
+a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
+estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred).
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -357,12 +361,12 @@ def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale_step_s")
-FP8_START = {"tensor_fp8": 0.6, "block_scale_step_s": 1e-7}
+FP8_KEYS = ("tensor_fp8", "block_scale")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3}
 
 
 def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
-    """tensor_fp8 and block_scale_step_s by Nelder-Mead (logit / log space) on `n` fp8 GEMM rows, both
+    """tensor_fp8 and block_scale by Nelder-Mead (logit space) on `n` fp8 GEMM rows, both
     kinds (see the module docstring), every other constant as the descriptor has it."""
     import validate_kernels as vk
 
@@ -373,7 +377,7 @@ def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
     block = rows["dtype"][idx] == "fp8_block"
 
     def unpack(x: np.ndarray) -> dict:
-        return {"tensor_fp8": float(1 / (1 + np.exp(-x[0]))), "block_scale_step_s": float(np.exp(x[1]))}
+        return {k: float(1 / (1 + np.exp(-v))) for k, v in zip(FP8_KEYS, x, strict=True)}
 
     def f(x: np.ndarray) -> float:
         h = with_constants(hw, unpack(x))
@@ -383,8 +387,8 @@ def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
         return float(sum(np.median(err[k]) + np.percentile(err[k], 90) for k in (block, ~block) if k.any()))
 
     start = {k: hw.efficiency.get(k, FP8_START[k]) for k in FP8_KEYS}
-    t = min(max(start["tensor_fp8"], 0.05), 0.95)
-    x = np.array([np.log(t / (1 - t)), np.log(start["block_scale_step_s"])])
+    clipped = [min(max(start[k], 0.05), 0.95) for k in FP8_KEYS]
+    x = np.array([np.log(t / (1 - t)) for t in clipped])
     for step in (0.3, 0.1):
         x, _ = nelder_mead(f, x, step=step, iters=30, tol=1e-3)
     return rounded(unpack(x))
@@ -423,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="write the fitted constants into hwdesc/*.yaml")
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
     ap.add_argument("--fp8", action="store_true",
-                    help="fit only tensor_fp8 and block_scale_step_s on the fp8 GEMM rows")
+                    help="fit only tensor_fp8 and block_scale on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
     ap.add_argument("--gemm-keys", help="comma list: fit only these GEMM constants, on the GEMM table "
                     "alone (stage 1; the attention constants and tables untouched)")

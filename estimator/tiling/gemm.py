@@ -80,6 +80,7 @@ class Hw:
     l2_bytes: float
     smem_bytes_per_sm: float
     eff: dict = field(default_factory=dict)  # efficiency constants (hw.efficiency)
+    cuda_flops_per_s: float = 0.0  # fp32 CUDA-core peak, whole GPU (block-scale promotion)
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
     t_mma_one = 2 * rows * cols * tile_k / (per_sm_peak * tile.sms)
     t_load = eff["mem_latency_s"] / stages
-    t_promote = _promotion(g, tile_k, menu, hw)
+    t_promote = _promotion(g, rows, cols, tile_k, menu, hw)
     t_iter = sm.maximum(t_mma_one * cpsm, t_load) + t_promote
     k_steps = sm.ceil_div(g.k, tile_k)
     # TMA multicast: the CTAs of a cluster along N share one load of their A tile (and along M of B).
@@ -283,14 +284,18 @@ def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
     return rows * cols * c_bytes / (hw.l2_bytes_per_s / hw.sm_count * hw.eff["epilogue_store"])
 
 
-def _promotion(g: Gemm, tile_k: int, menu: FamilyMenu, hw: Hw) -> float:
+def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw: Hw) -> float:
     """A block-scaled GEMM on a family whose MMA takes no scales (menu `block_scaled.promote`): every
-    `scale_block` K elements the CTA waits for its MMAs, scales the partial accumulator and adds it into
-    the fp32 result on CUDA cores, `block_scale_step_s` each, not overlapped with its own MMAs (one CTA
-    per round exposed: a co-resident CTA's MMAs may run under it). 0 otherwise."""
+    `scale_block` K elements the CTA waits for its MMAs, multiplies its rows x cols partial accumulator
+    by the scales and adds it into the fp32 result on CUDA cores (2 FLOPs an element, at `block_scale`
+    of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
+    CTA's MMAs may run under it). 0 otherwise."""
     if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
         return 0.0
-    return hw.eff.get("block_scale_step_s", 0.0) * max(1.0, tile_k / g.scale_block)
+    if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
+        return 0.0
+    per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
+    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm
 
 
 def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:

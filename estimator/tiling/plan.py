@@ -81,7 +81,7 @@ def tiling_supported(hw: HardwareDescriptor) -> bool:
 def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
     # a two-die L2 is seen through its cross-partition link (estimator/tiling/l2.py)
     return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, effective_l2_bytes_per_s(hw), hw.l2_bytes,
-                         hw.smem_bytes_per_sm, dict(hw.efficiency))
+                         hw.smem_bytes_per_sm, dict(hw.efficiency), hw.cuda_flops_per_s["fp32"])
 
 
 def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
