@@ -27,7 +27,9 @@ smaller share of their doubled peak than bf16 ones) and `block_scale` (the CUDA-
 block-scaled GEMM's per-block promotion), on a seeded sample of the fp8 GEMM rows (per-tensor and 1x128
 block-scaled, activation quantization included), with every other constant as the descriptor has it:
 a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
-estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred).
+estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred);
+`--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
+and CUDA-core promotion are its own).
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -340,13 +342,16 @@ def residuals(table: Table, hw, menu) -> list[str]:
 SOURCE = "tools/calibrate.py, fitted on the H100 SXM tables; the same on every GPU"
 
 
-def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
+def write_descriptors(consts: dict, directory: Path | None = None, family: str | None = None) -> list[str]:
     """Set `efficiency.<key>` to {value, source} in every GPU descriptor of `directory` (default: the
-    bundled ones); the whole entry is replaced: value, source, confidence and note lines."""
+    bundled ones), or only in those of `family`; the whole entry is replaced: value, source, confidence
+    and note lines."""
     done = []
     for path in sorted((directory or hwdesc.bundled_dir()).glob("*.yaml")):
         text = path.read_text()
         if "\nefficiency:\n" not in text:
+            continue
+        if family is not None and not re.search(rf"(?m)^family: {re.escape(family)}\s*$", text):
             continue
         head, _, block = text.partition("\nefficiency:\n")
         for key, value in consts.items():
@@ -437,8 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed)
         print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
               + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
-        if args.write:
-            print("wrote " + ", ".join(write_descriptors(consts)))
+        if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only
+            print("wrote " + ", ".join(write_descriptors(consts, family=hw.family)))
         return 0
 
     hw = hwdesc.load(args.arch)
