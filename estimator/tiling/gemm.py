@@ -6,13 +6,16 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
     tiles      = batch * ceil(M / tile_m) * ceil(N / tile_n)        (padding: edge tiles run whole)
     ctas       = tiles * s ;  slots = SMs * ctas_per_sm ;  waves = ceil(ctas / slots)
     iters      = ceil(ceil(K / tile_k) / s)                           (k-steps per CTA)
-    t_iter     = max(2 * tile_m * tile_n * tile_k * ctas_per_sm / (peak_per_SM * eff_tensor),
-                     mem_latency_s / stages)                          (MMA, or the load pipeline)
+    t_mma      = 2 * tile_m * tile_n * tile_k / (peak_per_SM * eff_tensor)   (one CTA's k-step MMA)
+    t_iter     = max(t_mma * ctas_per_sm, mem_latency_s / stages) + t_promote
+                                                                      (MMA, or the load pipeline)
     t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue
-    t_last     = max(t_iter * busiest / ctas_per_sm, mem_latency_s / stages)
+    t_last     = max(t_mma * busiest, mem_latency_s / stages) + t_promote
                  (the last wave's CTAs spread breadth-first: busiest = ceil(leftover CTAs / SMs))
     t_epilogue = ctas_per_sm * tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
-                                                                      (C tiles stored after the mainloop)
+                 (C tiles stored after the mainloop; 0 for a persistent scheduler, which overlaps them)
+    t_promote  = 2 * tile_m * tile_n / (cuda_fp32_per_SM * eff_block_scale)
+                 (block-scaled operand on a family whose MMA takes no scales: per 128-K block, else 0)
     t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
                                                                       (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
