@@ -45,6 +45,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from estimator.tiling import symmath as sm
 from estimator.tiling import tmem as tmem_model
 from estimator.tiling.menu import FamilyMenu, GemmTile
@@ -170,13 +172,16 @@ def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, slots
     b_total = g.batch * g.n * g.k * g.b_bytes
     if not sm.numeric(a_total + b_total):
         return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
+    fits = a_total + b_total <= usable
+    if np.all(fits):  # nothing to re-read at any point (the common case: skip the raster search)
+        return 0 * a_total
     half = usable / 2
     panel_rows = sm.maximum(1, sm.minimum(tiles_m, sm.floor_div(half, sm.maximum(1, rows * g.k * g.a_bytes))))
     panel_cols = sm.maximum(1, sm.minimum(tiles_n, sm.floor_div(half, sm.maximum(1, cols * g.k * g.b_bytes))))
     rereads_b = b_total * (sm.ceil(tiles_m / panel_rows) - 1) * (1 - g.b_in_l2)
     rereads_a = a_total * (sm.ceil(tiles_n / panel_cols) - 1) * (1 - g.a_in_l2)
     extra = sm.minimum(rereads_a, rereads_b, _wave_rereads(g, a_total, b_total, tiles_m, tiles_n, slots))
-    return sm.where(a_total + b_total <= usable, 0 * extra, extra)
+    return sm.where(fits, 0 * extra, extra)
 
 
 def _wave_rereads(g: Gemm, a_total: Any, b_total: Any, tiles_m: Any, tiles_n: Any, slots: int) -> Any:
