@@ -39,7 +39,12 @@ TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "at
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
 # Optional: attention's own L2 fraction (estimator/tiling/attention.py l2_fraction); absent means `l2`.
-TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS)
+# Optional: the GEMM output path and block scales (estimator/tiling/gemm.py): the share of an SM's L2
+# bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the
+# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper); absent: no such term.
+GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
+TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
+                  *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})

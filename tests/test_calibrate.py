@@ -44,6 +44,16 @@ def test_write_descriptors_replaces_whole_entries(tmp_path):
     assert block.count("source:") == block.count("value:")  # one source per entry, none left over
 
 
+def test_write_descriptors_of_one_family(tmp_path):
+    # the fp8 fit (--fp8 --write) goes to the fitted GPU's family only: h200 (hopper) gets it, b200 not
+    for name in ("h200", "b200"):
+        (tmp_path / f"{name}.yaml").write_text((hwdesc.bundled_dir() / f"{name}.yaml").read_text())
+    before = hwdesc.load_file(tmp_path / "b200.yaml").efficiency["tensor_fp8"]
+    assert calibrate.write_descriptors({"tensor_fp8": 0.123}, tmp_path, family="hopper") == ["h200.yaml"]
+    assert hwdesc.load_file(tmp_path / "h200.yaml").efficiency["tensor_fp8"] == 0.123
+    assert hwdesc.load_file(tmp_path / "b200.yaml").efficiency["tensor_fp8"] == before
+
+
 @needs_data
 @pytest.mark.parametrize("table", ["gemm", "context", "generation"])
 def test_vectorized_pricing_equals_the_estimator(table):

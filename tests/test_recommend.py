@@ -87,16 +87,17 @@ def test_gemm_with_n_129_gets_a_tile_finding(capsys, n129):
     (rec,) = doc["recommendations"]
     ev = rec["evidence"]
     assert (ev["m"], ev["n"], ev["k"]) == (2048, 129, 4096)
-    assert ev["tile"] == "64x32x64"
-    assert ev["ctas"] == 160  # ceil(2048 / 64) x ceil(129 / 32) = 32 x 5 tiles
-    assert ev["pad_eff"] == 2048 * 129 / (2048 * 160)  # the 5th tile column holds 1 of its 32 columns
-    assert rec["action"].endswith("N 129 -> 128 (a multiple of 32)")
+    # 64x64 tiles (2x1 clusters): the 96 CTAs run one per SM (the block scheduler spreads them)
+    assert ev["tile"] == "64x64x64"
+    assert ev["ctas"] == 96  # ceil(2048 / 64) x ceil(129 / 64) = 32 x 3 tiles
+    assert ev["pad_eff"] == 2048 * 129 / (2048 * 192)  # the 3rd tile column holds 1 of its 64 columns
+    assert rec["action"].endswith("N 129 -> 128 (a multiple of 64)")
     # the gain is the difference of the single-GEMM estimates at N = 129 and N = 128
     t129 = total(estimate(import_model(matmul_model(2048, 4096, 129, weight=True)), H100, tiling=True))
     t128 = total(estimate(import_model(matmul_model(2048, 4096, 128, weight=True)), H100, tiling=True))
     assert rec["gain_s"] == pytest.approx(t129 - t128, rel=1e-12)
-    assert rec["gain_pct"] > 10
-    assert "wave efficiency" in rec["reason"] and "useful share of the tiles 81%" in rec["reason"]
+    assert rec["gain_pct"] > 5  # the reason's estimates: 11.9 us at N = 129, 10.8 us at N = 128
+    assert "wave efficiency" in rec["reason"] and "useful share of the tiles 67%" in rec["reason"]
 
 
 def test_a_well_shaped_gemm_gets_no_tile_finding():

@@ -21,11 +21,17 @@ validation reports), on a seeded sample of rows per table:
      constrained by GEMMs alone).
 `--attention` runs stage 2 alone on the two attention tables, without `l2` (every GEMM constant as the
 descriptor has it), and `--write` then writes only the attention constants.
-`--fp8` fits one more constant, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
-smaller share of their doubled peak than bf16 ones), on a seeded sample of the fp8 GEMM rows (per-tensor
-and 1x128 block-scaled, activation quantization included), with every other constant as the descriptor
-has it: a golden-section search over (0.2, 1) of the same loss, each row priced by the estimator as
-tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred).
+`--gemm-keys K1,K2` runs stage 1 on the named GEMM constants only (e.g. the output path,
+`epilogue_store,dram_store`), every other constant as the descriptor has it and the attention tables
+untouched.
+`--fp8` fits two more constants, `tensor_fp8` (the tensor-core fraction of fp8 GEMMs, which reach a
+smaller share of their doubled peak than bf16 ones) and `block_scale` (the CUDA-core fraction of a
+block-scaled GEMM's per-block promotion), on a seeded sample of the fp8 GEMM rows (per-tensor and 1x128
+block-scaled, activation quantization included), with every other constant as the descriptor has it:
+a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
+estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred);
+`--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
+and CUDA-core promotion are its own).
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -65,12 +71,15 @@ from estimator.tiling.residency import boundary, resident_bytes, stack_hits  # n
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
-GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s")
+GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s", "split_k_s",
+             "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s")
-FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2")
+FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",
+             "dram_store")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
-         "mem_latency_s": 1e-6, "split_k_s": 2e-6, "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
+         "mem_latency_s": 1e-6, "split_k_s": 2e-6, "epilogue_store": 0.7, "dram_store": 0.7,
+         "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
          "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6}
 
@@ -337,13 +346,16 @@ def residuals(table: Table, hw, menu) -> list[str]:
 SOURCE = "tools/calibrate.py, fitted on the H100 SXM tables; the same on every GPU"
 
 
-def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
+def write_descriptors(consts: dict, directory: Path | None = None, family: str | None = None) -> list[str]:
     """Set `efficiency.<key>` to {value, source} in every GPU descriptor of `directory` (default: the
-    bundled ones); the whole entry is replaced: value, source, confidence and note lines."""
+    bundled ones), or only in those of `family`; the whole entry is replaced: value, source, confidence
+    and note lines."""
     done = []
     for path in sorted((directory or hwdesc.bundled_dir()).glob("*.yaml")):
         text = path.read_text()
         if "\nefficiency:\n" not in text:
+            continue
+        if family is not None and not re.search(rf"(?m)^family: {re.escape(family)}\s*$", text):
             continue
         head, _, block = text.partition("\nefficiency:\n")
         for key, value in consts.items():
@@ -358,35 +370,56 @@ def write_descriptors(consts: dict, directory: Path | None = None) -> list[str]:
     return done
 
 
-def fit_fp8(data: Path, hw, n: int, seed: int) -> float:
-    """tensor_fp8 by golden-section search on `n` fp8 GEMM rows (see the module docstring)."""
+FP8_KEYS = ("tensor_fp8", "block_scale")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3}
+
+
+def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
+    """tensor_fp8 and block_scale by Nelder-Mead (logit space) on `n` fp8 GEMM rows, both
+    kinds (see the module docstring), every other constant as the descriptor has it."""
     import validate_kernels as vk
 
     rows = vk.rows_of(data, "fp8")
     idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
     models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]
     meas = rows["t"][idx]
+    block = rows["dtype"][idx] == "fp8_block"
 
-    def f(x: float) -> float:
-        h = with_constants(hw, {"tensor_fp8": x})
+    def unpack(x: np.ndarray) -> dict:
+        return {k: float(1 / (1 + np.exp(-v))) for k, v in zip(FP8_KEYS, x, strict=True)}
+
+    def f(x: np.ndarray) -> float:
+        h = with_constants(hw, unpack(x))
         est = np.array([vk.price(m, h, rt, warm)[1] for m, rt, warm in models])
         err = np.abs(est / meas - 1)
-        return float(np.median(err) + np.percentile(err, 90))
+        # the two kinds are reported (and judged) apart: the sum of each one's median and p90
+        return float(sum(np.median(err[k]) + np.percentile(err[k], 90) for k in (block, ~block) if k.any()))
 
-    lo, hi = 0.2, 1.0
-    g = (5 ** 0.5 - 1) / 2
-    a, b = hi - g * (hi - lo), lo + g * (hi - lo)
-    fa, fb = f(a), f(b)
-    while hi - lo > 2e-3:
-        if fa < fb:
-            hi, b, fb = b, a, fa
-            a = hi - g * (hi - lo)
-            fa = f(a)
-        else:
-            lo, a, fa = a, b, fb
-            b = lo + g * (hi - lo)
-            fb = f(b)
-    return (lo + hi) / 2
+    start = {k: hw.efficiency.get(k, FP8_START[k]) for k in FP8_KEYS}
+    clipped = [min(max(start[k], 0.05), 0.95) for k in FP8_KEYS]
+    x = np.array([np.log(t / (1 - t)) for t in clipped])
+    for step in (0.3, 0.1):
+        x, _ = nelder_mead(f, x, step=step, iters=30, tol=1e-3)
+    return rounded(unpack(x))
+
+
+def fit_gemm_only(keys: tuple[str, ...], gemm: Table, hw, menu, args) -> int:
+    """Stage 1 on the named keys only (`--gemm-keys`), every other constant as the descriptor has it."""
+    unknown = [k for k in keys if k not in GEMM_KEYS]
+    if unknown:
+        raise SystemExit(f"error: --gemm-keys: not GEMM constants: {', '.join(unknown)} "
+                         f"(choose from {', '.join(GEMM_KEYS)})")
+    consts = {k: hw.efficiency.get(k, START[k]) for k in keys}
+    if not args.no_fit:
+        consts = rounded(fit(keys, [(gemm, sample(len(gemm.rows["t"]), args.sample, args.seed))], hw, menu,
+                             consts))
+    print(f"# GEMM constants fitted on {args.data} ({hw.name}, {hw.family})")
+    for key in keys:
+        print(f"{key}: {consts[key]:.3g}")
+    print("\n".join(residuals(gemm, with_constants(hw, consts), menu)))
+    if args.write:
+        print("wrote " + ", ".join(write_descriptors(consts)))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -402,22 +435,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--write", action="store_true", help="write the fitted constants into hwdesc/*.yaml")
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
-    ap.add_argument("--fp8", action="store_true", help="fit only tensor_fp8 on the fp8 GEMM rows")
+    ap.add_argument("--fp8", action="store_true",
+                    help="fit only tensor_fp8 and block_scale on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
     ap.add_argument("--attention", action="store_true",
                     help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
+    ap.add_argument("--gemm-keys", help="comma list: fit only these GEMM constants, on the GEMM table "
+                    "alone (stage 1; the attention constants and tables untouched)")
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
-        value = float(f"{fit_fp8(args.data, hw, args.fp8_sample, args.seed):.3g}")
-        print(f"tensor_fp8: {value:.3g}  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
-        if args.write:
-            print("wrote " + ", ".join(write_descriptors({"tensor_fp8": value})))
+        consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed)
+        print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
+              + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
+        if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only
+            print("wrote " + ", ".join(write_descriptors(consts, family=hw.family)))
         return 0
 
     hw = hwdesc.load(args.arch)
     menu = menu_for(hw.family)
     gemm = gemm_table(args.data)
+    if args.gemm_keys:
+        return fit_gemm_only(tuple(args.gemm_keys.split(",")), gemm, hw, menu, args)
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
     consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}

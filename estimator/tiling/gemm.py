@@ -6,10 +6,18 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
     tiles      = batch * ceil(M / tile_m) * ceil(N / tile_n)        (padding: edge tiles run whole)
     ctas       = tiles * s ;  slots = SMs * ctas_per_sm ;  waves = ceil(ctas / slots)
     iters      = ceil(ceil(K / tile_k) / s)                           (k-steps per CTA)
-    t_iter     = max(2 * tile_m * tile_n * tile_k * ctas_per_sm / (peak_per_SM * eff_tensor),
-                     mem_latency_s / stages)                          (MMA, or the load pipeline)
-    t_compute  = waves * iters * t_iter
-    t_dram     = DRAM bytes / (dram_bytes_per_s * eff_dram)           (operand re-reads when A + B spill L2)
+    t_mma      = 2 * tile_m * tile_n * tile_k / (peak_per_SM * eff_tensor)   (one CTA's k-step MMA)
+    t_iter     = max(t_mma * ctas_per_sm, mem_latency_s / stages) + t_promote
+                                                                      (MMA, or the load pipeline)
+    t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue
+    t_last     = max(t_mma * busiest, mem_latency_s / stages) + t_promote
+                 (the last wave's CTAs spread breadth-first: busiest = ceil(leftover CTAs / SMs))
+    t_epilogue = ctas_per_sm * tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
+                 (C tiles stored after the mainloop; 0 for a persistent scheduler, which overlaps them)
+    t_promote  = 2 * tile_m * tile_n / (cuda_fp32_per_SM * eff_block_scale)
+                 (block-scaled operand on a family whose MMA takes no scales: per 128-K block, else 0)
+    t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
+                                                                      (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
                                                                       a cluster multicasts a shared one)
     estimate   = launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s when s > 1]
@@ -37,6 +45,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from estimator.tiling import symmath as sm
 from estimator.tiling import tmem as tmem_model
 from estimator.tiling.menu import FamilyMenu, GemmTile
@@ -62,6 +72,7 @@ class Gemm:
     dram_bytes: Any = 0  # the kernel's minimum DRAM traffic: Work.dram_bytes less its L2-resident reads
     a_in_l2: Any = False
     b_in_l2: Any = False
+    scale_block: int = 0  # K elements per scale of a block-scaled operand (0: none)
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,7 @@ class Hw:
     l2_bytes: float
     smem_bytes_per_sm: float
     eff: dict = field(default_factory=dict)  # efficiency constants (hw.efficiency)
+    cuda_flops_per_s: float = 0.0  # fp32 CUDA-core peak, whole GPU (block-scale promotion)
 
 
 @dataclass(frozen=True)
@@ -141,24 +153,53 @@ def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes:
     return ctas, stages, tile_k
 
 
-def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, hw: Hw) -> Any:
+# Rasterization swizzles of the tile scheduler (CUTLASS sm90 `max_swizzle_size`, raster along M or N):
+# a wave's CTAs cover a block of `s` tile rows (or columns) by as many columns (rows) as fill the wave.
+RASTER_SWIZZLES = (1, 2, 4, 8)
+
+
+def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, slots: int, hw: Hw) -> Any:
     """DRAM bytes re-read beyond each operand once. While A and B fit in the usable L2 nothing is
-    re-read; past it the kernel walks the output in panels (rasterization): with panels of P tile rows
-    whose A rows stay in half the L2, B is streamed once per panel (or symmetrically A per column
-    panel), whichever order is cheaper. NB: an operand resident in L2 is charged no re-reads."""
+    re-read; past it the cheaper of two L2 reuses (the cache keeps whichever the access stream gives):
+    panels: the kernel walks the output in panels of P tile rows whose A rows stay in half the L2, B
+      streamed once per panel (or symmetrically A per column panel);
+    waves (`_wave_rereads`): the CTAs of one wave run their K loops in lockstep, so each k-slab of the
+      wave's A rows and B columns is fetched once and shared through L2, whatever K; an operand is read
+      again for every wave that covers it.
+    NB: an operand resident in L2 is charged no re-reads."""
     usable = hw.l2_bytes * hw.eff["l2_resident"]
     a_total = g.batch * g.m * g.k * g.a_bytes
     b_total = g.batch * g.n * g.k * g.b_bytes
+    if not sm.numeric(a_total + b_total):
+        return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
+    fits = a_total + b_total <= usable
+    if np.all(fits):  # nothing to re-read at any point (the common case: skip the raster search)
+        return 0 * a_total
     half = usable / 2
     panel_rows = sm.maximum(1, sm.minimum(tiles_m, sm.floor_div(half, sm.maximum(1, rows * g.k * g.a_bytes))))
     panel_cols = sm.maximum(1, sm.minimum(tiles_n, sm.floor_div(half, sm.maximum(1, cols * g.k * g.b_bytes))))
     rereads_b = b_total * (sm.ceil(tiles_m / panel_rows) - 1) * (1 - g.b_in_l2)
     rereads_a = a_total * (sm.ceil(tiles_n / panel_cols) - 1) * (1 - g.a_in_l2)
-    extra = sm.minimum(rereads_a, rereads_b)
-    fits = a_total + b_total <= usable
-    if sm.numeric(a_total + b_total):
-        return sm.where(fits, 0 * extra, extra)
-    return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
+    extra = sm.minimum(rereads_a, rereads_b, _wave_rereads(g, a_total, b_total, tiles_m, tiles_n, slots))
+    return sm.where(fits, 0 * extra, extra)
+
+
+def _wave_rereads(g: Gemm, a_total: Any, b_total: Any, tiles_m: Any, tiles_n: Any, slots: int) -> Any:
+    """Re-reads when each wave fetches its own A rows and B columns once (see _dram_extra): a wave of
+    `slots` CTAs rastered with swizzle s covers r = max(s, slots / tiles_n) tile rows (at most tiles_m)
+    by c = slots / r columns (at most tiles_n), or the transpose; A is then read ceil(tiles_n / c)
+    times and B ceil(tiles_m / r) times. The best swizzle of either raster order."""
+    best = None
+    for s in RASTER_SWIZZLES:
+        for along_n in (True, False):
+            far, near = (tiles_n, tiles_m) if along_n else (tiles_m, tiles_n)
+            r = sm.minimum(near, sm.maximum(s, sm.ceil_div(slots, far)))  # the swizzled dim's extent
+            c = sm.minimum(far, sm.ceil_div(slots, r))
+            rows_per_wave, cols_per_wave = (r, c) if along_n else (c, r)
+            extra = (a_total * (sm.ceil_div(tiles_n, cols_per_wave) - 1) * (1 - g.a_in_l2)
+                     + b_total * (sm.ceil_div(tiles_m, rows_per_wave) - 1) * (1 - g.b_in_l2))
+            best = extra if best is None else sm.minimum(best, extra)
+    return best
 
 
 @dataclass(frozen=True)
@@ -174,6 +215,10 @@ class _Oriented:
     slots: int
     k_steps: Any
     t_iter: Any
+    t_mma_one: Any  # one CTA alone on its SM(s): the MMA time of a k-step
+    t_load: Any  # the load pipeline's k-step time (mem_latency_s / stages)
+    t_epilogue: float  # a wave's epilogues on one SM (_epilogue x ctas_per_sm)
+    t_promote: float  # a k-step's block-scale promotion (_promotion), after its MMAs
     dram_extra: Any
     l2: Any
     t_l2: Any
@@ -189,16 +234,21 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     tiles_m = sm.ceil_div(g.m, rows)
     tiles_n = sm.ceil_div(g.n, cols)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
-    t_mma = 2 * rows * cols * tile_k * cpsm / (per_sm_peak * tile.sms)
-    t_iter = sm.maximum(t_mma, eff["mem_latency_s"] / stages)
+    t_mma_one = 2 * rows * cols * tile_k / (per_sm_peak * tile.sms)
+    t_load = eff["mem_latency_s"] / stages
+    t_promote = _promotion(g, rows, cols, tile_k, menu, hw)
+    t_iter = sm.maximum(t_mma_one * cpsm, t_load) + t_promote
     k_steps = sm.ceil_div(g.k, tile_k)
     # TMA multicast: the CTAs of a cluster along N share one load of their A tile (and along M of B).
     cl_rows, cl_cols = (tile.cluster_n, tile.cluster_m) if swap else (tile.cluster_m, tile.cluster_n)
     per_step = rows * g.a_bytes / cl_cols + cols * g.b_bytes / cl_rows
     l2 = g.batch * k_steps * tile_k * tiles_m * tiles_n * per_step + g.batch * g.m * g.n * g.c_bytes
-    return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n,
-                     (hw.sm_count // tile.sms) * cpsm, k_steps, t_iter,
-                     _dram_extra(g, rows, cols, tiles_m, tiles_n, hw), l2,
+    slots = (hw.sm_count // tile.sms) * cpsm
+    # a persistent kernel's epilogue runs under the next tile's mainloop (a second accumulator buffer)
+    epilogue = cpsm * _epilogue(rows, cols, g.c_bytes, hw) if menu.scheduler == "waves" else 0.0
+    return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
+                     t_mma_one, t_load, epilogue, t_promote,
+                     _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
                      l2 / (hw.l2_bytes_per_s * eff["l2"]))
 
 
@@ -207,16 +257,64 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     ctas = o.tiles * split
     waves = sm.ceil(ctas / o.slots)
     iters = sm.ceil(o.k_steps / split)
-    t_compute = waves * iters * o.t_iter
+    t_compute = ((waves - 1) * o.t_iter + _last_round(o, ctas, waves)) * iters + waves * o.t_epilogue
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
         dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
-    t_dram = (g.dram_bytes + dram_extra) / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = _t_dram(g, dram_extra, hw)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     if split > 1:
         time = time + eff["split_k_s"]
     return Choice(o.tile, o.swap, split, o.cpsm, o.stages, o.tiles, ctas, waves, ctas / (waves * o.slots),
                   t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
+
+
+def _t_dram(g: Gemm, dram_extra: Any, hw: Hw) -> Any:
+    """DRAM time: reads (and any epilogue traffic) at `dram` of the bandwidth, the output C at
+    `dram_store` of it where the descriptor has one: a GEMM stores C tile by tile (rows of tile_n
+    elements scattered at a stride of N), which the DRAM absorbs at a smaller share of its bandwidth than
+    the long streams of its reads. NB: split-K partials are charged at the read rate."""
+    bw = hw.dram_bytes_per_s
+    store = g.batch * g.m * g.n * g.c_bytes
+    if "dram_store" not in hw.eff:
+        return (g.dram_bytes + dram_extra) / (bw * hw.eff["dram"])
+    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff["dram_store"])
+
+
+def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
+    """The epilogue of one tile, after its mainloop: its C tile stored from the SM at `epilogue_store` of
+    the SM's share of the L2 bandwidth. A wave-scheduled CTA runs it after its last k-step, with the
+    tensor cores idle; the co-resident CTAs of a wave share the SM's store path (ctas_per_sm tiles per
+    wave, see _oriented). 0 where the descriptor has no `epilogue_store`. NB: the DRAM write-back of C
+    is t_dram's, overlapped."""
+    if "epilogue_store" not in hw.eff:
+        return 0.0
+    return rows * cols * c_bytes / (hw.l2_bytes_per_s / hw.sm_count * hw.eff["epilogue_store"])
+
+
+def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw: Hw) -> float:
+    """A block-scaled GEMM on a family whose MMA takes no scales (menu `block_scaled.promote`): every
+    `scale_block` K elements the CTA waits for its MMAs, multiplies its rows x cols partial accumulator
+    by the scales and adds it into the fp32 result on CUDA cores (2 FLOPs an element, at `block_scale`
+    of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
+    CTA's MMAs may run under it). 0 otherwise."""
+    if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
+        return 0.0
+    if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
+        return 0.0
+    per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
+    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm
+
+
+def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
+    """A k-step of the last wave. The block scheduler hands CTAs out breadth-first (one per SM before a
+    second on any), so the busiest SM of the last wave holds only the CTAs left over after the full
+    waves, spread evenly: ceil(leftover / SMs) of them, at most ctas_per_sm (a GEMM of fewer CTAs than
+    SMs runs each alone, with its SM's whole tensor rate)."""
+    per_sm = o.slots // o.cpsm  # SMs (CTA pairs on a 2-SM tile)
+    left = ctas - (waves - 1) * o.slots
+    busiest = sm.ceil(left / per_sm)
+    return sm.maximum(o.t_mma_one * busiest, o.t_load) + o.t_promote
 
 
 def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
@@ -235,7 +333,7 @@ def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
     partials = 2 * sm.minimum(o.slots, tail * o.k_steps) * rows * cols * FP32_BYTES
     dram_extra = o.dram_extra + partials
     t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
-    t_dram = (g.dram_bytes + dram_extra) / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = _t_dram(g, dram_extra, hw)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     waves = full + has_tail
     busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
@@ -256,11 +354,12 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
     of a tile once for all its splits: arrays of points make this the sweep's inner loop)."""
     out = []
+    splits = menu.block_scaled.split_k if g.scale_block and menu.block_scaled is not None else menu.split_k
     for tile in menu.gemm_tiles:
         for swap in ((False, True) if tile.m != tile.n else (False,)):
             o = _oriented(g, tile, swap, menu, hw)
             if o is not None:
-                out += [_split(g, o, split, hw) for split in menu.split_k]
+                out += [_split(g, o, split, hw) for split in splits]
                 if menu.scheduler == "persistent":
                     out.append(_stream_k(g, o, hw))
     return out

@@ -41,6 +41,17 @@ SCHEDULERS = ("waves", "persistent")
 
 
 @dataclass(frozen=True)
+class BlockScaled:
+    """The family's block-scaled GEMM kernel (an operand with one scale per `block` K elements, e.g. 1 x
+    128 fp8 activation scales): the split-K factors it offers, and whether the scales are applied on
+    CUDA cores in the K loop (`promote`: the accumulator is read out of the MMA, scaled and added every
+    scale block) rather than by the MMA itself."""
+
+    split_k: tuple[int, ...]
+    promote: bool
+
+
+@dataclass(frozen=True)
 class AttentionTile:
     q: int  # query rows per CTA
     kv: int  # keys per inner step
@@ -81,6 +92,7 @@ class FamilyMenu:
     decode_max_group: int  # largest query group the MMA decode kernel takes; past it, per-head CTAs
     block_scales: dict  # dtype -> {"block": elements per scale, "bytes": bytes per scale}
     tmem: Tmem | None = None  # tcgen05 tensor memory (None: accumulators in registers)
+    block_scaled: BlockScaled | None = None  # None: a block-scaled GEMM runs as any other
     # "waves": CTAs launched in waves, as fitted on Hopper; "persistent": one CTA per slot taking tiles
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
@@ -159,6 +171,19 @@ def _scheduler(gemm: dict, where: str, tmem: Tmem | None, tiles: tuple[GemmTile,
     return kind
 
 
+def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or set(raw) != {"split_k", "promote", "source"}:
+        raise HwdescError(f"{where}: a mapping with split_k, promote and source")
+    if not str(raw["source"] or "").strip() or not isinstance(raw["promote"], bool):
+        raise HwdescError(f"{where}: promote must be true or false, with a non-empty source")
+    split_k = tuple(_positive_int(s, f"{where}.split_k") for s in raw["split_k"] or ())
+    if not split_k:
+        raise HwdescError(f"{where}.split_k: must be a non-empty list")
+    return BlockScaled(split_k, raw["promote"])
+
+
 def parse(raw: Any, path: str) -> FamilyMenu:
     if not isinstance(raw, dict):
         raise HwdescError(f"{path}: must be a mapping")
@@ -193,6 +218,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
                                        "attention.decode_max_group"),
         block_scales=dict(raw.get("block_scales") or {}),
         tmem=tmem,
+        block_scaled=_block_scaled(gemm.get("block_scaled"), f"{where}.block_scaled"),
         scheduler=_scheduler(gemm, where, tmem, tiles),
     )
 

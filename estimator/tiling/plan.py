@@ -35,7 +35,7 @@ from estimator.tiling import memo
 from estimator.tiling import symmath as sm
 from estimator.tiling.l2 import effective_l2_bytes_per_s
 from estimator.tiling.menu import FamilyMenu, menu_for
-from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel
+from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel, kernel_scale_block
 from estimator.tiling.residency import Residency, residency
 from hwdesc import HardwareDescriptor
 
@@ -81,7 +81,7 @@ def tiling_supported(hw: HardwareDescriptor) -> bool:
 def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
     # a two-die L2 is seen through its cross-partition link (estimator/tiling/l2.py)
     return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, effective_l2_bytes_per_s(hw), hw.l2_bytes,
-                         hw.smem_bytes_per_sm, dict(hw.efficiency))
+                         hw.smem_bytes_per_sm, dict(hw.efficiency), hw.cuda_flops_per_s["fp32"])
 
 
 def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
@@ -106,25 +106,28 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
 
     for i, (k, r) in enumerate(zip(kernels, res, strict=True)):
         compiled = for_kernel(k, sass)
-        key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)), compiled)
+        # the plan is a function of the kernel's signature and of whether its GEMM is block-scaled (an
+        # operand's producer, which the signature does not see)
+        block = kernel_scale_block(graph, k)
+        key = (k.signature, r.bytes, r.bytes_bound, tuple(sorted(r.resident)), compiled, block)
         if key not in cache:
             def make(k=k, r=r, compiled=compiled) -> TilePlan:
                 return plan_kernel(graph, k, hw, hwp, menu, r, compiled)
 
             if sm.flat():  # many unknown dims: the plan of a kernel alike up to a renaming, renamed
-                def make(k=k, r=r, planned=make) -> TilePlan:  # noqa: F811 - the flat path wraps it
-                    return _renamed_plan(graph, k, r, cache, planned)
+                def make(k=k, r=r, planned=make, block=block) -> TilePlan:  # noqa: F811 - the flat path wraps it
+                    return _renamed_plan(graph, k, r, cache, planned, block)
             remember = keys is not None and compiled is None and not (r.bytes or r.bytes_bound or r.resident)
             # flat or not builds the same values in other forms: never mixed
-            cache[key] = memo.plan((memo.hw_key(hw), keys[i], sm.flat()), make) if remember else make()
+            cache[key] = memo.plan((memo.hw_key(hw), keys[i], sm.flat(), block), make) if remember else make()
         plans.append(cache[key])
     return plans
 
 
-def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make) -> TilePlan:
+def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make, block=None) -> TilePlan:
     """Under symmath.flat() (a graph of many unknown dims: no two kernels have equal signatures, but many
     are alike up to a renaming of their dims) the plan of an alike kernel, renamed (symmath.renamed)."""
-    extra = ("plan", res.bytes, res.bytes_bound, tuple(sorted(res.resident)))
+    extra = ("plan", res.bytes, res.bytes_bound, tuple(sorted(res.resident)), block)
     return sm.renamed(cache, alike_signature(graph, kernel), make, extra)
 
 
@@ -202,7 +205,8 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
     if not isinstance(dram, np.ndarray):
         dram = n(sympy.sympify(dram))
     return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
-                           peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2)
+                           peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2,
+                           scale_block=spec.scale_block)
 
 
 def unit_efficiency(hw: HardwareDescriptor, unit: tuple[str, str]) -> float:
@@ -251,7 +255,9 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
         fixed = fixed + hw.efficiency["split_k_s"]
     memory = sm.maximum(best.t_dram, best.t_l2)
     util = work.flops[unit] / (best.time * hw_peak) if unit[0] == TENSOR else None
-    plan = _plan("gemm", best.name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
+    # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
+    name = best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
+    plan = _plan("gemm", name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
                  memory, fixed, res)
     return plan if compiled is None else replace(plan, sass=compiled.label)
 

@@ -12,7 +12,7 @@ fused attention group (fuse-attention's attrs["attention"]).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sympy
@@ -41,6 +41,7 @@ class GemmSpec:
     a: Tensor
     b: Tensor
     c: Tensor
+    scale_block: int = 0  # K elements per scale of a block-quantized operand (0: per-tensor or none)
 
     @property
     def a_bytes(self) -> float:
@@ -109,11 +110,35 @@ def gemm_of_kernel(graph: Graph, kernel) -> GemmSpec | None:
     if len(gemms) != 1:
         return None  # NB: two GEMMs in one kernel (rare) are priced by the streaming model
     spec = gemm_of_node(graph, gemms[0])
-    if spec is None or len(kernel.nodes) == 1:
+    if spec is None:
         return spec
+    block = scale_block(graph, spec.node)
     out = graph.tensors.get(graph.node(kernel.name).outputs[0]) if graph.node(kernel.name).outputs else None
-    return spec if out is None or out.shape is None else GemmSpec(spec.node, spec.batch, spec.m, spec.n,
-                                                                  spec.k, spec.a, spec.b, out)
+    if len(kernel.nodes) == 1 or out is None or out.shape is None:
+        out = spec.c
+    return replace(spec, c=out, scale_block=block) if (block or out is not spec.c) else spec
+
+
+def kernel_scale_block(graph: Graph, kernel) -> int:
+    """scale_block of a GEMM kernel's GEMM node (0 for any other kernel)."""
+    if kernel.kind not in ("matmul", "conv"):
+        return 0
+    gemms = [n for n in kernel.nodes if n.op_type in MATMULS | CONVS]
+    return scale_block(graph, gemms[0]) if len(gemms) == 1 else 0
+
+
+def scale_block(graph: Graph, gemm: Node) -> int:
+    """K elements per scale when an operand of `gemm` comes out of a block-wise QuantizeLinear (its
+    `block_size`, e.g. 1 x 128 activation scales): the library then runs a block-scaled GEMM, which
+    applies the scales inside its K loop. 0 for per-tensor / per-channel scales or none."""
+    for name in gemm.inputs[:2]:
+        src = graph.producer.get(name)
+        node = graph.node(src) if src is not None else None
+        if node is not None and node.op_type == "QuantizeLinear":
+            block = int(node.attrs.get("block_size", 0) or 0)
+            if block > 0:
+                return block
+    return 0
 
 
 def attention_of_kernel(graph: Graph, kernel) -> tuple[Core, float, float] | None:
