@@ -120,3 +120,15 @@ def test_crossovers_are_found_on_the_priced_points():
         (ka,) = estimate(graph, B200, dims={"m": a}, tiling=True).kernels
         (kb,) = estimate(graph, B200, dims={"m": b}, tiling=True).kernels
         assert (ka.timing.limiter, kb.timing.limiter) == (c.before, c.after), c
+
+
+def test_closed_form_corners_stay_linear_in_many_free_dims():
+    from estimator.study.closed_form import _corners
+
+    two = {"a": (1, 9), "b": (2, 8)}
+    assert sorted(_corners(list(two), two)) == [(1, 2), (1, 8), (9, 2), (9, 8)]  # all 2**2 corners
+    many = {f"d{i}": (64, 16384) for i in range(17)}  # 2**17 corners: 2 x 17 + 2 = 36 points instead
+    pts = _corners(list(many), many)
+    assert len(pts) == 2 * 17 + 2
+    assert (64,) * 17 in pts and (16384,) * 17 in pts
+    assert all(sum(v == 16384 for v in p) in (0, 1, 16, 17) for p in pts)  # at most one dim off its end

@@ -24,6 +24,23 @@ from estimator.estimate import Result
 
 EXACT_REL = 1e-6
 DEFAULT_RANGE = (64, 16384)
+MAX_CORNER_DIMS = 6  # up to 2**6 = 64 corners; above, the corners with at most one dim off its end
+
+
+def _corners(free: list[str], ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, ...]]:
+    """Every combination of the free dims' low and high ends while there are at most MAX_CORNER_DIMS of
+    them; above (a graph whose shape inference left many unknown dims, 2**n corners), the all-low and
+    all-high corners and those with one dim at the other end: 2n + 2 points. NB: the error reported
+    is then the largest over those points, not over every corner."""
+    if len(free) <= MAX_CORNER_DIMS:
+        return list(itertools.product(*[ranges[d] for d in free]))
+    out = []
+    for base, other in ((0, 1), (1, 0)):
+        ends = [ranges[d][base] for d in free]
+        out.append(tuple(ends))
+        for i, d in enumerate(free):
+            out.append(tuple(ranges[d][other] if j == i else e for j, e in enumerate(ends)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -79,7 +96,7 @@ def closed_form(result: Result, ranges: Mapping[str, tuple[int, int]] | None = N
     if not free or not result.tiling:
         return None
     ranges = {d: tuple(ranges[d]) if ranges and d in ranges else DEFAULT_RANGE for d in free}
-    corners = list(itertools.product(*[ranges[d] for d in free]))
+    corners = _corners(free, ranges)
     values = {d: np.array([c[i] for c in corners], dtype=float) for i, d in enumerate(free)}
     compiled = Compiled(result)
     formula, priced = compiled.group_estimates(values)
