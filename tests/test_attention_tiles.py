@@ -99,3 +99,34 @@ def test_decode_kernel_menu_keys_are_checked():
     raw["attention"]["decode_mma"][0]["page_tokens"] = 0
     with pytest.raises(hwdesc.HwdescError, match="page_tokens"):
         parse(raw, "hopper.yaml")
+
+
+def test_bf16_decode_cta_cost_grows_with_its_16_row_q_tile():
+    # bf16 cache, 24 query heads over 1 KV head, 1 new row: the mma.sync kernel pads 24 rows to 32 (two
+    # 16-row fragments). One CTA, one wave, so its fixed cost is paid once:
+    #   t_cta = attention_decode_cta_s * cta_cost + attention_decode_row_s * rows * dk
+    #         = 5e-6 * 0.6 + 1e-9 * 32 * 128 = 3e-6 + 4.096e-6 = 7.096e-6 s
+    a = _attn(heads=24, kv_heads=1, seq_q=1, seq_kv=64, decode=True)
+    base = attn_model.decode(a, HOPPER, 1, _hw(), grouped=True)
+    cta = attn_model.decode(a, HOPPER, 1, _hw(attention_decode_cta_s=5e-6), grouped=True)
+    assert cta.time - base.time == pytest.approx(3e-6, rel=1e-9)
+    rows = attn_model.decode(a, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True)
+    assert rows.time - base.time == pytest.approx(4.096e-6, rel=1e-9)
+    # 16 heads fill one fragment: 1e-9 * 16 * 128 = 2.048e-6 s
+    a16 = replace(a, heads=16)
+    d16 = (attn_model.decode(a16, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
+           - attn_model.decode(a16, HOPPER, 1, _hw(), grouped=True).time)
+    assert d16 == pytest.approx(2.048e-6, rel=1e-9)
+    # the fp8 (sm90) kernel has no row cost: its CTA cost is attention_decode_cta_s * 0.5 alone
+    f = replace(a, kv_bytes=1.0)
+    assert (attn_model.decode(f, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
+            == pytest.approx(attn_model.decode(f, HOPPER, 1, _hw(), grouped=True).time, rel=1e-12))
+
+
+def test_decode_kernel_row_cost_must_be_a_bool():
+    raw = yaml.safe_load((hwdesc.bundled_dir() / "tiles" / "hopper.yaml").read_text())
+    bf16 = parse(raw, "hopper.yaml").decode_mma[1]
+    assert (bf16.q_rows, bf16.cta_cost, bf16.row_cost) == (16, 0.6, True)
+    raw["attention"]["decode_mma"][1]["row_cost"] = 1
+    with pytest.raises(hwdesc.HwdescError, match="row_cost"):
+        parse(raw, "hopper.yaml")

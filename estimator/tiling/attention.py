@@ -25,7 +25,10 @@ re-reading K/V through L2); a kernel's `max_group` caps the query heads per CTA 
 re-reading K/V from L2), and it reads the paged cache in whole `page_tokens` pages. Splitting the keys
 over more CTAs fills the machine at small batch x heads (flash-decoding) at the price of a combine (fp32
 partials, `attention_split_s`). The first wave's CTA cost (t_cta = attention_decode_cta_s * cta_cost) is
-exposed; after it the SMs drift apart and a CTA's fixed cost overlaps the others' K/V streams:
+exposed; after it the SMs drift apart and a CTA's fixed cost overlaps the others' K/V streams. A kernel
+with `row_cost` (the bf16 mma.sync kernel: query heads on M in 16-row fragments) adds
+attention_decode_row_s per padded Q row x dk to t_cta (its Q load and O epilogue grow with the tile;
+NB: one linear figure, fitted on the H100 table's group x head_dim trend):
 
     estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
 
@@ -185,6 +188,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
         pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
         rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
+    row_s = eff.get("attention_decode_row_s", 0.0) * rows * a.dk if grouped and kernel.row_cost else 0.0
     slots = hw.sm_count * cpsm
     kv_steps = sm.ceil_div(a.seq_kv, kv)
     # an MMA kernel runs whole kv tiles; a CUDA-core one only the keys there are
@@ -193,7 +197,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     waves = sm.ceil(ctas / slots)
     t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
-    t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost
+    t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost + row_s
     t_stream = waves * steps * t_step
     # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
     # other CTAs of a KV head (a group past max_group) re-read them from L2.
