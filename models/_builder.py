@@ -46,7 +46,9 @@ class GraphBuilder:
             raise ValueError(f"weights must be one of {WEIGHT_MODES}, got {weights!r}")
         self.model_name = model_name
         self.weights = weights
-        self._rng = np.random.default_rng(seed)
+        # made on the first random weight: importing numpy.random costs an external-weights build ~5 ms
+        self._seed = seed
+        self._rng_made: np.random.Generator | None = None
         # Initializers go straight into the final proto: copying a 650 MB list of random tensors
         # through make_graph/make_model costs seconds per model in the tests.
         self._model = onnx.ModelProto()
@@ -97,6 +99,12 @@ class GraphBuilder:
 
     # ---- initializers -------------------------------------------------------------------------
 
+    def _rng(self) -> np.random.Generator:
+        """The seeded generator of random weights, made once on first use (same draws as made up front)."""
+        if self._rng_made is None:
+            self._rng_made = np.random.default_rng(self._seed)
+        return self._rng_made
+
     def const(self, value, dtype=np.int64) -> str:
         """An inline constant (shape vector, axes, scalar). Always inline so shape inference can read it.
 
@@ -117,7 +125,7 @@ class GraphBuilder:
         if self.weights == "external" and int(np.prod(shape, dtype=np.int64)) > 16:
             return self._external(name, shape, FLOAT, np.dtype(np.float32).itemsize)
         if init == "normal":
-            array = self._rng.standard_normal(tuple(shape), dtype=np.float32)
+            array = self._rng().standard_normal(tuple(shape), dtype=np.float32)
             array *= np.float32(std)
         elif init == "ones":
             array = np.ones(shape, dtype=np.float32)
