@@ -165,6 +165,10 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+# metadata key of a model whose value_info are the bundled builder's shapes (models/_shapes.py SHAPES_KEY)
+BUILDER_SHAPES_KEY = "estimator.builder_shapes"
+
+
 # ---- ModelProto -> Graph --------------------------------------------------------------------------
 
 def _shape_of(tt: onnx.TypeProto.Tensor, tensor: str) -> tuple[sympy.Expr, ...] | None:
@@ -305,7 +309,21 @@ def import_model(model: onnx.ModelProto) -> Graph:
     validate_graph(model)
     formats = stored_formats.read(model)
     light, weights = split_weights(model)
-    return stored_formats.apply(to_graph(infer_shapes(light), weights), formats)
+    shaped = light if builder_shaped(model) else infer_shapes(light)
+    return stored_formats.apply(to_graph(shaped, weights), formats)
+
+
+def builder_shaped(model: onnx.ModelProto) -> bool:
+    """Whether the model carries the bundled builder's own shapes (models/_shapes.py, marked with
+    BUILDER_SHAPES_KEY) for every node output, so the external inference has nothing left to add: the
+    builder derives each shape as it adds the node, equal to onnxruntime's (tests/test_builder_shapes.py).
+    Any other model, or a marked one missing a shape, goes through infer_shapes."""
+    if not any(p.key == BUILDER_SHAPES_KEY and p.value == "complete" for p in model.metadata_props):
+        return False
+    g = model.graph
+    shaped = {vi.name for vi in (*g.value_info, *g.output)
+              if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
+    return all(out in shaped for node in g.node for out in node.output if out)
 
 
 def import_file(path: str) -> Graph:
