@@ -103,7 +103,7 @@ class GraphBuilder:
         try:
             ins = [self._known[t] for t in node.input]
             outs = _shapes.infer(node, ins)
-        except (KeyError, _shapes.Unshaped):
+        except (KeyError, _shapes.UnshapedError):
             self._shapes_complete = False
             return
         self._known.update(zip(node.output, outs, strict=True))
@@ -195,7 +195,10 @@ class GraphBuilder:
 
     def input(self, name: str, elem_type: int, dims: Dims) -> str:
         self._inputs.append(helper.make_tensor_value_info(name, elem_type, list(dims)))
-        self._known[name] = _shapes.Known(elem_type, tuple(_shapes.dim_expr(d) for d in dims))
+        try:
+            self._known[name] = _shapes.Known(elem_type, tuple(_shapes.dim_expr(d) for d in dims))
+        except (TypeError, ValueError, SyntaxError):  # a dim text the rules do not read (e.g. min(...))
+            self._shapes_complete = False
         return name
 
     def output(self, tensor: str, name: str, elem_type: int, dims: Dims, first: bool = False) -> None:
@@ -255,7 +258,11 @@ class GraphBuilder:
                     continue
                 vi = declared[self._aliases[out]]
                 dims = [d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim]
-                if vi.type.tensor_type.elem_type != k.elem_type or tuple(map(_shapes.dim_expr, dims)) != k.shape:
+                try:
+                    same = tuple(map(_shapes.dim_expr, dims)) == k.shape
+                except ValueError:
+                    same = False
+                if vi.type.tensor_type.elem_type != k.elem_type or not same:
                     return None
         return infos
 

@@ -43,7 +43,7 @@ class Known:
     value: tuple[sympy.Expr, ...] | None = None  # flattened, for small int64 tensors
 
 
-class Unshaped(Exception):
+class UnshapedError(Exception):
     """A rule does not cover this node: its outputs stay unshaped."""
 
 
@@ -52,6 +52,8 @@ def dim_expr(d: int | str) -> sympy.Expr:
     """A declared dim as the importer reads it back (positive-integer symbols, estimator/ir.py dim)."""
     if isinstance(d, int):
         return sympy.Integer(d)
+    if not re.fullmatch(r"[A-Za-z_]\w*|[\w\s+*]+", d):
+        raise ValueError(f"dim {d!r}: only names, sums and products are read")  # e.g. min(past_seq, 128)
     names = {n: sympy.Symbol(n, integer=True, positive=True) for n in re.findall(r"[A-Za-z_]\w*", d)}
     return names[d] if d in names else sympy.sympify(d, locals=names)
 
@@ -75,7 +77,7 @@ def _broadcast(*shapes: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
     for i in range(rank):
         dims = {s[i - rank + len(s)] for s in shapes if i - rank + len(s) >= 0} - {sympy.Integer(1)}
         if len(dims) > 1:
-            raise Unshaped(f"cannot broadcast {dims}")
+            raise UnshapedError(f"cannot broadcast {dims}")
         out.append(dims.pop() if dims else sympy.Integer(1))
     return tuple(out)
 
@@ -86,14 +88,14 @@ def _axis(a: int, rank: int) -> int:
 
 def _values(k: Known) -> tuple[sympy.Expr, ...]:
     if k.value is None:
-        raise Unshaped("needs a value")
+        raise UnshapedError("needs a value")
     return k.value
 
 
 def _ints(k: Known) -> list[int]:
     vals = _values(k)
     if not all(v.is_Integer for v in vals):
-        raise Unshaped("needs integer values")
+        raise UnshapedError("needs integer values")
     return [int(v) for v in vals]
 
 
@@ -125,7 +127,7 @@ def _slice(x: Known, starts, ends, axes) -> tuple[sympy.Expr, ...]:
         a = _axis(a, len(shape))
         d = shape[a]
         if not d.is_Integer:
-            raise Unshaped("Slice over a symbolic dim")
+            raise UnshapedError("Slice over a symbolic dim")
         shape[a] = sympy.Integer(len(range(*slice(s, e).indices(int(d)))))
     return tuple(shape)
 
@@ -137,10 +139,10 @@ def _range(start: Known, limit: Known, delta: Known) -> Known:
 
 
 def infer(node: onnx.NodeProto, ins: list[Known]) -> list[Known]:  # noqa: C901 - one branch per op
-    """The outputs of `node` from its inputs' Known (raises Unshaped outside the rules)."""
+    """The outputs of `node` from its inputs' Known (raises UnshapedError outside the rules)."""
     op, attrs = node.op_type, {a.name: helper.get_attribute_value(a) for a in node.attribute}
     if len(node.output) != 1 or node.domain not in ("", "ai.onnx"):
-        raise Unshaped(op)
+        raise UnshapedError(op)
     x = ins[0]
     if op in BROADCAST:
         return [_elementwise(op, ins)]
@@ -155,7 +157,7 @@ def infer(node: onnx.NodeProto, ins: list[Known]) -> list[Known]:  # noqa: C901 
         return [Known(TensorProto.INT64, (sympy.Integer(len(dims)),), tuple(dims))]
     if op == "Squeeze" and len(ins) == 1:
         if any(not d.is_Integer for d in x.shape):
-            raise Unshaped("Squeeze of symbolic dims")
+            raise UnshapedError("Squeeze of symbolic dims")
         return [Known(x.elem_type, tuple(d for d in x.shape if d != 1), x.value)]
     if op == "Unsqueeze":
         rank = len(x.shape) + len(_values(ins[1]))
@@ -171,11 +173,12 @@ def infer(node: onnx.NodeProto, ins: list[Known]) -> list[Known]:  # noqa: C901 
         return [_range(*ins)]
     if op == "ReduceMean" and attrs.get("keepdims", 1) == 1 and len(ins) == 2:
         axes = {_axis(a, len(x.shape)) for a in _ints(ins[1])}
-        return [Known(x.elem_type, tuple(sympy.Integer(1) if i in axes else d for i, d in enumerate(x.shape)))]
+        kept = tuple(sympy.Integer(1) if i in axes else d for i, d in enumerate(x.shape))
+        return [Known(x.elem_type, kept)]
     if op == "MatMul" and len(x.shape) >= 2 and len(ins[1].shape) >= 2:
         batch = _broadcast(x.shape[:-2], ins[1].shape[:-2])
         if x.shape[-1] != ins[1].shape[-2]:
-            raise Unshaped("MatMul inner dims differ")
+            raise UnshapedError("MatMul inner dims differ")
         return [Known(x.elem_type, (*batch, x.shape[-2], ins[1].shape[-1]))]
     if op == "Reshape" and not attrs.get("allowzero", 0):
         return [Known(x.elem_type, _reshape(x, list(_values(ins[1]))))]
@@ -191,7 +194,7 @@ def infer(node: onnx.NodeProto, ins: list[Known]) -> list[Known]:  # noqa: C901 
         return [Known(x.elem_type, tuple(shape), value)]
     if op == "Expand":
         return [Known(x.elem_type, _broadcast(x.shape, tuple(_values(ins[1]))))]
-    raise Unshaped(op)
+    raise UnshapedError(op)
 
 
 def value_info(name: str, k: Known) -> onnx.ValueInfoProto:
