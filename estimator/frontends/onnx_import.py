@@ -298,9 +298,10 @@ def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
                                       is_weight=weight, is_const=True)
 
 
-def import_model(model: onnx.ModelProto) -> Graph:
+def import_model(model: onnx.ModelProto, builder_shapes: bool = True) -> Graph:
     """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
-    checker), symbolic shape inference and IR construction for a loaded model; weights its metadata
+    checker), symbolic shape inference (skipped when `builder_shapes` and the model carries the bundled
+    builder's own, see builder_shaped) and IR construction for a loaded model; weights its metadata
     names in a stored format (MXFP4) get that dtype (stored_formats.py)."""
     from estimator.frontends import stored_formats
     from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
@@ -309,7 +310,7 @@ def import_model(model: onnx.ModelProto) -> Graph:
     validate_graph(model)
     formats = stored_formats.read(model)
     light, weights = split_weights(model)
-    shaped = light if builder_shaped(model) else infer_shapes(light)
+    shaped = light if builder_shapes and builder_shaped(model) else infer_shapes(light)
     return stored_formats.apply(to_graph(shaped, weights), formats)
 
 
@@ -327,4 +328,6 @@ def builder_shaped(model: onnx.ModelProto) -> bool:
 
 
 def import_file(path: str) -> Graph:
-    return import_model(load_model(path))
+    """A model file: always through shape inference (a saved bundled model may have been edited since the
+    builder shaped it, so its marker is not trusted)."""
+    return import_model(load_model(path), builder_shapes=False)
