@@ -118,6 +118,8 @@ def _reshape(x: Known, target: list[sympy.Expr]) -> tuple[sympy.Expr, ...]:
         i = out.index(sympy.Integer(-1))
         rest = _numel([d for j, d in enumerate(out) if j != i])
         out[i] = _numel(x.shape) / rest  # sympy cancels common factors of the two products itself
+        if out[i].is_integer is not True:  # e.g. seq/2: not a dim the rules can name
+            raise UnshapedError(f"Reshape -1 is {out[i]}")
     return tuple(out)
 
 
@@ -135,6 +137,8 @@ def _slice(x: Known, starts, ends, axes) -> tuple[sympy.Expr, ...]:
 def _range(start: Known, limit: Known, delta: Known) -> Known:
     (s,), (lim,), (d,) = _values(start), _values(limit), _values(delta)
     n = sympy.ceiling((lim - s) / d)
+    if n.has(sympy.ceiling):  # only lengths sympy reduces to a sum or product of dims
+        raise UnshapedError(f"Range length {n}")
     return Known(start.elem_type, (sympy.Max(n, 0) if n.is_Integer else n,), None)
 
 

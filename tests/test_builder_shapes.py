@@ -95,3 +95,15 @@ def test_a_dim_text_outside_the_rules_leaves_the_model_unmarked():
     b.output(b.op("Relu", x), "y", TensorProto.FLOAT, ["batch", "min(past_seq, 128)"])
     model = b.model("doc")
     assert not onnx_import.builder_shaped(model) and len(model.graph.value_info) == 0
+
+
+def test_a_dim_the_rules_cannot_name_leaves_the_node_unshaped():
+    seq = _shapes.dim_expr("seq")
+    # [batch, seq, 3] to [0, -1, 2]: -1 = batch*seq*3 / (batch*2) = 3*seq/2, not an integer for every seq
+    with pytest.raises(_shapes.UnshapedError):
+        _shapes.infer(helper.make_node("Reshape", ["x", "s"], ["y"]),
+                      [_known("batch", "seq", 3), _const([0, -1, 2])])
+    # Range(0, seq, 2): ceil(seq / 2) positions, which sympy keeps as a ceiling
+    start, limit = (_shapes.Known(TensorProto.INT64, (), (v,)) for v in (sympy.Integer(0), seq))
+    with pytest.raises(_shapes.UnshapedError):
+        _shapes.infer(helper.make_node("Range", ["a", "b", "c"], ["y"]), [start, limit, _const(2)])
