@@ -21,6 +21,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from models import _shapes
+
 # opset 18 is what torch.onnx.export writes by default today; IR 9 is accepted by onnxruntime >= 1.15.
 OPSET = 18
 IR_VERSION = 9
@@ -46,7 +48,9 @@ class GraphBuilder:
             raise ValueError(f"weights must be one of {WEIGHT_MODES}, got {weights!r}")
         self.model_name = model_name
         self.weights = weights
-        self._rng = np.random.default_rng(seed)
+        # made on the first random weight: importing numpy.random costs an external-weights build ~5 ms
+        self._seed = seed
+        self._rng_made: np.random.Generator | None = None
         # Initializers go straight into the final proto: copying a 650 MB list of random tensors
         # through make_graph/make_model costs seconds per model in the tests.
         self._model = onnx.ModelProto()
@@ -60,6 +64,9 @@ class GraphBuilder:
         self._name_counts: Counter[str] = Counter()
         self._external_offset = 0
         self._stored_formats: dict[str, str] = {}
+        # what each tensor's shape is as nodes are added (models/_shapes.py); False once a node is not covered
+        self._known: dict[str, _shapes.Known] = {}
+        self._shapes_complete = True
 
     # ---- naming -------------------------------------------------------------------------------
 
@@ -84,8 +91,22 @@ class GraphBuilder:
         """Append one node; returns its output name (or names when outputs > 1)."""
         name = self._node_name(op_type)
         out_names = [f"{name}_output_{i}" for i in range(outputs)]
-        self._nodes.append(helper.make_node(op_type, list(inputs), out_names, name=name, **attrs))
+        node = helper.make_node(op_type, list(inputs), out_names, name=name, **attrs)
+        self._nodes.append(node)
+        self._infer(node)
         return out_names[0] if outputs == 1 else out_names
+
+    def _infer(self, node: onnx.NodeProto) -> None:
+        """Record the node's output shapes (models/_shapes.py), or give the builder's shapes up."""
+        if not self._shapes_complete:
+            return
+        try:
+            ins = [self._known[t] for t in node.input]
+            outs = _shapes.infer(node, ins)
+        except (KeyError, _shapes.UnshapedError):
+            self._shapes_complete = False
+            return
+        self._known.update(zip(node.output, outs, strict=True))
 
     def dim(self, x: str, axis: int) -> str:
         """A 1-element int64 tensor holding x.shape[axis]: Shape with start/end, as torch exports it."""
@@ -96,6 +117,12 @@ class GraphBuilder:
         return self.op("Squeeze", self.dim(x, axis))
 
     # ---- initializers -------------------------------------------------------------------------
+
+    def _rng(self) -> np.random.Generator:
+        """The seeded generator of random weights, made once on first use (same draws as made up front)."""
+        if self._rng_made is None:
+            self._rng_made = np.random.default_rng(self._seed)
+        return self._rng_made
 
     def const(self, value, dtype=np.int64) -> str:
         """An inline constant (shape vector, axes, scalar). Always inline so shape inference can read it.
@@ -108,6 +135,7 @@ class GraphBuilder:
             name = f"const_{len(self._const_names)}"
             self._initializers.append(numpy_helper.from_array(array, name))
             self._const_names[key] = name
+            self._known[name] = _shapes.known_array(array)
         return self._const_names[key]
 
     def weight(self, name: str, shape: Sequence[int], init: str = "normal", std: float = 0.02) -> str:
@@ -117,7 +145,7 @@ class GraphBuilder:
         if self.weights == "external" and int(np.prod(shape, dtype=np.int64)) > 16:
             return self._external(name, shape, FLOAT, np.dtype(np.float32).itemsize)
         if init == "normal":
-            array = self._rng.standard_normal(tuple(shape), dtype=np.float32)
+            array = self._rng().standard_normal(tuple(shape), dtype=np.float32)
             array *= np.float32(std)
         elif init == "ones":
             array = np.ones(shape, dtype=np.float32)
@@ -127,6 +155,7 @@ class GraphBuilder:
             raise ValueError(f"unknown init {init!r}")
         tensor = self._initializers.add(name=name, data_type=FLOAT, dims=list(shape))
         tensor.raw_data = array.tobytes()
+        self._known[name] = _shapes.known_array(array)
         return name
 
     def buffer(self, name: str, array: np.ndarray) -> str:
@@ -139,6 +168,7 @@ class GraphBuilder:
             elem_type = helper.np_dtype_to_tensor_dtype(array.dtype)
             return self._external(name, array.shape, elem_type, array.dtype.itemsize)
         self._initializers.append(numpy_helper.from_array(array, name))
+        self._known[name] = _shapes.known_array(array)
         return name
 
     def _external(self, name: str, shape: Sequence[int], elem_type: int, itemsize: int) -> str:
@@ -153,6 +183,7 @@ class GraphBuilder:
             entry = tensor.external_data.add()
             entry.key, entry.value = key, value
         self._external_offset += length
+        self._known[name] = _shapes.Known(elem_type, tuple(_shapes.dim_expr(int(d)) for d in shape))
         return name
 
     def stored_format(self, weight: str, fmt: str) -> str:
@@ -164,6 +195,10 @@ class GraphBuilder:
 
     def input(self, name: str, elem_type: int, dims: Dims) -> str:
         self._inputs.append(helper.make_tensor_value_info(name, elem_type, list(dims)))
+        try:
+            self._known[name] = _shapes.Known(elem_type, tuple(_shapes.dim_expr(d) for d in dims))
+        except (TypeError, ValueError, SyntaxError):  # a dim text the rules do not read (e.g. min(...))
+            self._shapes_complete = False
         return name
 
     def output(self, tensor: str, name: str, elem_type: int, dims: Dims, first: bool = False) -> None:
@@ -180,6 +215,7 @@ class GraphBuilder:
         """Finish the graph. Call once: the proto already holds the initializers and is handed out."""
         if self._model.graph.name:
             raise RuntimeError("GraphBuilder.model() was already called")
+        shape_infos = self._shape_infos()
         for node in self._nodes:
             for field in (node.input, node.output):
                 for i, tensor in enumerate(field):
@@ -201,7 +237,34 @@ class GraphBuilder:
         graph.node.extend(self._nodes)
         graph.input.extend(self._inputs)
         graph.output.extend(self._outputs)
+        if shape_infos is not None:
+            graph.value_info.extend(shape_infos)
+            entry = model.metadata_props.add()
+            entry.key, entry.value = _shapes.SHAPES_KEY, "complete"
         return model
+
+    def _shape_infos(self) -> list[onnx.ValueInfoProto] | None:
+        """value_info of every node output that is not a graph output, when every node was shaped and each
+        declared graph output has the shape its node gives it (else None: the model is left to inference)."""
+        if not self._shapes_complete:
+            return None
+        declared = {vi.name: vi for vi in self._outputs}
+        infos = []
+        for node in self._nodes:
+            for out in node.output:
+                k = self._known[out]
+                if out not in self._aliases:
+                    infos.append(_shapes.value_info(out, k))
+                    continue
+                vi = declared[self._aliases[out]]
+                dims = [d.dim_param or d.dim_value for d in vi.type.tensor_type.shape.dim]
+                try:
+                    same = tuple(map(_shapes.dim_expr, dims)) == k.shape
+                except ValueError:
+                    same = False
+                if vi.type.tensor_type.elem_type != k.elem_type or not same:
+                    return None
+        return infos
 
 
 # ---- idioms shared by the transformer families ----------------------------------------------------

@@ -224,7 +224,7 @@ def run(argv: list[str] | None) -> int:
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     dims = parse_dims(args.dim)
-    with cyclic_gc_paused():  # start-up: imports and the IR allocate much, free little (gc_pause.py)
+    with cyclic_gc_paused(freeze=True):  # start-up: imports and the IR live until exit (gc_pause.py)
         import hwdesc
         from estimator.estimate import estimate
         from estimator.report import fusion as fusion_report

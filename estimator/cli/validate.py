@@ -11,7 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from estimator.truth.ort_runner import EXECUTION_PROVIDERS
+from estimator.truth.providers import EXECUTION_PROVIDERS
 
 if TYPE_CHECKING:
     import onnx

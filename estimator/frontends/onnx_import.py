@@ -165,6 +165,10 @@ def _ort_symbolic(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+# metadata key of a model whose value_info are the bundled builder's shapes (models/_shapes.py SHAPES_KEY)
+BUILDER_SHAPES_KEY = "estimator.builder_shapes"
+
+
 # ---- ModelProto -> Graph --------------------------------------------------------------------------
 
 def _shape_of(tt: onnx.TypeProto.Tensor, tensor: str) -> tuple[sympy.Expr, ...] | None:
@@ -294,9 +298,10 @@ def _mark_constness(nodes: list[Node], tensors: dict[str, Tensor]) -> None:
                                       is_weight=weight, is_const=True)
 
 
-def import_model(model: onnx.ModelProto) -> Graph:
+def import_model(model: onnx.ModelProto, builder_shapes: bool = True) -> Graph:
     """Opset check, structural checks (validate_graph.py: names, references, cycles, dtypes, onnx's node
-    checker), symbolic shape inference and IR construction for a loaded model; weights its metadata
+    checker), symbolic shape inference (skipped when `builder_shapes` and the model carries the bundled
+    builder's own, see builder_shaped) and IR construction for a loaded model; weights its metadata
     names in a stored format (MXFP4) get that dtype (stored_formats.py)."""
     from estimator.frontends import stored_formats
     from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
@@ -305,8 +310,24 @@ def import_model(model: onnx.ModelProto) -> Graph:
     validate_graph(model)
     formats = stored_formats.read(model)
     light, weights = split_weights(model)
-    return stored_formats.apply(to_graph(infer_shapes(light), weights), formats)
+    shaped = light if builder_shapes and builder_shaped(model) else infer_shapes(light)
+    return stored_formats.apply(to_graph(shaped, weights), formats)
+
+
+def builder_shaped(model: onnx.ModelProto) -> bool:
+    """Whether the model carries the bundled builder's own shapes (models/_shapes.py, marked with
+    BUILDER_SHAPES_KEY) for every node output, so the external inference has nothing left to add: the
+    builder derives each shape as it adds the node, equal to onnxruntime's (tests/test_builder_shapes.py).
+    Any other model, or a marked one missing a shape, goes through infer_shapes."""
+    if not any(p.key == BUILDER_SHAPES_KEY and p.value == "complete" for p in model.metadata_props):
+        return False
+    g = model.graph
+    shaped = {vi.name for vi in (*g.value_info, *g.output)
+              if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")}
+    return all(out in shaped for node in g.node for out in node.output if out)
 
 
 def import_file(path: str) -> Graph:
-    return import_model(load_model(path))
+    """A model file: always through shape inference (a saved bundled model may have been edited since the
+    builder shaped it, so its marker is not trusted)."""
+    return import_model(load_model(path), builder_shapes=False)

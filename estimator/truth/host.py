@@ -39,9 +39,11 @@ import platform
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from estimator.truth import host_bench, host_classes
-from estimator.truth.host_bench import HostFigures, Settings
+if TYPE_CHECKING:  # host_bench imports the onnxruntime runner: loaded only when this host is measured
+    from estimator.truth import host_classes
+    from estimator.truth.host_bench import HostFigures, Settings
 
 HOST = "host"
 MIN_KERNEL_S = 1e-8  # the schema wants a positive floor; on a CPU the per-op cost is op_overhead_s
@@ -53,9 +55,10 @@ def cache_path() -> Path:
     return Path(base) / "gpu-estimator" / "host.yaml"
 
 
-def resolve_arch(arch: str, settings: Settings = host_bench.FULL) -> str:
+def resolve_arch(arch: str, settings: Settings | None = None) -> str:
     """`--arch` as hwdesc.load takes it: "host" becomes the cached descriptor's path (measured now if
-    missing, with a note on stderr); anything else is returned unchanged."""
+    missing with `settings`, host_bench.FULL by default, and a note on stderr); anything else is returned
+    unchanged."""
     if not isinstance(arch, str) or arch.strip().lower() != HOST:
         return arch
     path = cache_path()
@@ -65,16 +68,18 @@ def resolve_arch(arch: str, settings: Settings = host_bench.FULL) -> str:
     return str(path)
 
 
-def calibrate(path: str | os.PathLike[str], settings: Settings = host_bench.FULL) -> Path:
+def calibrate(path: str | os.PathLike[str], settings: Settings | None = None) -> Path:
     """Measure this host and write its descriptor YAML to `path` (folders created); returns the path.
 
     Two steps: the peaks and per-unit efficiencies (host_bench), then the kernel classes, fitted against
     the bounds of a provisional descriptor made of the first step's figures."""
     import yaml
 
+    from estimator.truth import host_bench, host_classes
     from estimator.truth.validate import profiler_overhead
     from hwdesc.schema import validate
 
+    settings = settings or host_bench.FULL
     figures = host_bench.measure(settings)
     provisional = validate(yaml.safe_load(descriptor_yaml(figures, settings)), "<host, provisional>")
     classes = host_classes.fit_classes(provisional, settings.class_sizes, settings.class_layers,
@@ -155,6 +160,8 @@ def descriptor_yaml(f: HostFigures, settings: Settings,
     """The descriptor text: hwdesc's format, with a `source` per figure and the CPU notes as comments;
     `classes` (host_classes.fit_classes) become its `kernel_classes`."""
     import onnxruntime
+
+    from estimator.truth import host_bench
 
     quick = " (quick settings)" if settings == host_bench.QUICK else ""
     by = (f"measured by estimator/host_bench.py{quick} through onnxruntime {onnxruntime.__version__} "

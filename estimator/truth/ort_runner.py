@@ -24,13 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from estimator.errors import UserError
+from estimator.truth.providers import EXECUTION_PROVIDERS
 
-# --ep NAME -> onnxruntime providers, in priority order (TensorRT falls back to CUDA, then CPU).
-EXECUTION_PROVIDERS: dict[str, tuple[str, ...]] = {
-    "cpu": ("CPUExecutionProvider",),
-    "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
-    "tensorrt": ("TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"),
-}
 KERNEL_SUFFIX = "_kernel_time"
 
 
