@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 import sympy
 
@@ -116,10 +117,18 @@ def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None
     return Timing(bound_s, estimate_s, dominant(terms), compute_s, memory_s, MappingProxyType(terms))
 
 
+def peak_times(flops: Mapping[tuple[str, str], Any], dram_bytes: Any,
+               hw: HardwareDescriptor) -> tuple[list, Any]:
+    """(each unit's time at its peak, the DRAM bytes' time at peak) for flops per (unit, dtype): sympy
+    expressions or numpy arrays alike (estimator/serve/step_points.py prices the same bound on arrays)."""
+    return ([f / unit_peak(hw, unit, dtype) for (unit, dtype), f in flops.items()],
+            dram_bytes / hw.dram_bytes_per_s)
+
+
 def _roofline(work: Work, hw: HardwareDescriptor) -> tuple[Expr, Expr]:
     """(compute_s, memory_s) at peak: the slowest unit's time and the DRAM bytes' time."""
-    peak_times = [flops / unit_peak(hw, unit, dtype) for (unit, dtype), flops in work.flops.items()]
-    return (sym_max(*peak_times) if peak_times else sympy.Integer(0)), work.dram_bytes / hw.dram_bytes_per_s
+    units, memory_s = peak_times(work.flops, work.dram_bytes, hw)
+    return (sym_max(*units) if units else sympy.Integer(0)), memory_s
 
 
 def _classed(work: Work, hw: HardwareDescriptor, figures: Mapping[str, float]) -> Timing:

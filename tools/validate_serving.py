@@ -110,9 +110,10 @@ def predict(deps: dict[int, tuple], fw=None, block: int = 1) -> list[dict]:
     for tp, (dep, rows) in deps.items():
         works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])) for r in rows]
         fws = [bench_framework(fw or dep.framework, work, block) for work in works]
-        groups: dict[str, tuple] = {}  # rows of one benchmark configuration: their steps in one pass
-        for f, work in zip(fws, works, strict=True):
-            groups.setdefault(repr(sorted(f.values.items(), key=str)), (f, []))[1].append(work)
+        groups: dict[tuple, tuple] = {}  # rows of one benchmark configuration: their steps in one pass
+        for f, work in zip(fws, works, strict=True):  # bench_framework sets only these two values
+            key = (f.values["max_num_tokens"], f.values["max_batch_size"])
+            groups.setdefault(key, (f, []))[1].append(work)
         for f, group in groups.values():
             prefetch(dep.steps, dep.memory, f, group)
         for r, work, f in zip(rows, works, fws, strict=True):

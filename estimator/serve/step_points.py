@@ -32,7 +32,7 @@ import sympy
 
 from estimator.estimate import lowered_graph
 from estimator.ir import Graph
-from estimator.price import price, unit_peak
+from estimator.price import peak_times, price
 from estimator.tiling.menu import menu_for
 from estimator.tiling.plan import hw_params, stream_time
 from estimator.tiling.points import KernelPricer, Lambdas, PointPrice, finish, price_gemms
@@ -173,9 +173,9 @@ class StepPoints:
             if work.comm is not None:
                 _add(out, u, mask, inverse, np.array([self._collective(u, b) for b in arr(work.comm.nbytes)]))
                 continue
-            peak_times = [arr(f) / unit_peak(self.hw, unit, dtype) for (unit, dtype), f in work.flops.items()]
-            bound = np.maximum(np.maximum.reduce(peak_times) if peak_times else 0.0,
-                               arr(work.dram_bytes) / self.hw.dram_bytes_per_s)
+            units, memory_s = peak_times({ud: arr(f) for ud, f in work.flops.items()}, arr(work.dram_bytes),
+                                         self.hw)  # price._roofline's bound, on arrays
+            bound = np.maximum(np.maximum.reduce(units) if units else 0.0, memory_s)
             problem = u.pricer.gemm_problem(at, m) if u.pricer is not None else None
             if problem is not None:
                 gemms.append(_Gemm(u, problem, m, mask, inverse, bound, arr))
