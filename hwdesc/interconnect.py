@@ -17,6 +17,10 @@ the H100 tables and written into every descriptor: latencies in seconds and bus 
 fractions of this GPU's own link bandwidth (so they carry over to another GPU through its bandwidth).
     nccl:   {<op>: {<protocol>: {alpha_s, step_s, bus_efficiency: [at 2, 4, 8 GPUs]}}}
             op in all_reduce, all_gather, reduce_scatter, all_to_all; protocol in ll, ll128, simple
+            (all_to_all, NCCL's p2p kernels: ll, simple and simple_wide, Simple over more channels per
+            peer; its `ll` efficiency is one peer's LL stream, every peer's running at once)
+    p2p_ll_max_bytes_per_peer: bytes   (a p2p transfer of at most this many bytes per peer takes LL,
+            a larger one Simple; absent: the all-to-all takes the fastest line, as the collectives do)
     nvls:   {alpha_s, bus_efficiency, min_gpus}   (all-reduce with NVLink SHARP, fp16/bf16/fp32)
     custom: {oneshot | twoshot | multimem: {alpha_s, step_s, bus_efficiency}}  (framework all-reduce
             kernels: estimator/serve/custom_allreduce.yaml)
@@ -33,6 +37,7 @@ from typing import Any
 GROUP = "interconnect"
 NCCL_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 PROTOCOLS = ("ll", "ll128", "simple")
+P2P_PROTOCOLS = ("ll", "simple", "simple_wide")  # NCCL's send/recv kernels have no LL128
 EFFICIENCY_GROUPS = (2, 4, 8)  # the group sizes the bus efficiencies are fitted at (nearest smaller used)
 CUSTOM_ALGORITHMS = ("oneshot", "twoshot", "multimem")
 _FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
@@ -61,6 +66,7 @@ class CollectiveConstants:
     nvls_min_gpus: int
     custom: Mapping[str, Line]  # "oneshot" / "twoshot"
     source: str
+    p2p_ll_max_bytes_per_peer: float | None = None  # None: the all-to-all takes its fastest line
 
 
 @dataclass(frozen=True)
@@ -180,8 +186,9 @@ def _collectives(fail, node: Any) -> CollectiveConstants:
     key = f"{GROUP}.collectives"
     node = _mapping(fail, node, key)
     for sub in node:
-        if sub not in ("source", "nccl", "nvls", "custom"):
-            raise fail(f"{key}.{sub}", "unknown key (allowed: custom, nccl, nvls, source)")
+        if sub not in ("source", "nccl", "nvls", "custom", "p2p_ll_max_bytes_per_peer"):
+            raise fail(f"{key}.{sub}", "unknown key (allowed: custom, nccl, nvls, p2p_ll_max_bytes_per_peer, "
+                                       "source)")
     source = node.get("source")
     if not isinstance(source, str) or not source.strip():
         raise fail(f"{key}.source", "the fitted constants need a non-empty `source` string")
@@ -189,10 +196,11 @@ def _collectives(fail, node: Any) -> CollectiveConstants:
     nccl = {}
     for op in NCCL_OPS:
         protos = _mapping(fail, nccl_node.get(op), f"{key}.nccl.{op}")
+        known = dict.fromkeys(PROTOCOLS + (P2P_PROTOCOLS if op == "all_to_all" else ()))
         nccl[op] = MappingProxyType({p: _line(fail, protos[p], f"{key}.nccl.{op}.{p}")
-                                     for p in PROTOCOLS if p in protos})
+                                     for p in known if p in protos})
         if not nccl[op]:
-            raise fail(f"{key}.nccl.{op}", f"needs at least one protocol of {', '.join(PROTOCOLS)}")
+            raise fail(f"{key}.nccl.{op}", f"needs at least one protocol of {', '.join(known)}")
     nvls, nvls_min = None, 2
     if node.get("nvls") is not None:
         raw = dict(_mapping(fail, node["nvls"], f"{key}.nvls"))
@@ -203,4 +211,8 @@ def _collectives(fail, node: Any) -> CollectiveConstants:
     custom_node = _mapping(fail, node.get("custom", {}), f"{key}.custom")
     custom = {a: _line(fail, custom_node[a], f"{key}.custom.{a}")
               for a in CUSTOM_ALGORITHMS if a in custom_node}
-    return CollectiveConstants(MappingProxyType(nccl), nvls, nvls_min, MappingProxyType(custom), source)
+    ll_max = node.get("p2p_ll_max_bytes_per_peer")
+    if ll_max is not None and (not _positive(ll_max) or ll_max >= 2**30):
+        raise fail(f"{key}.p2p_ll_max_bytes_per_peer", f"must be a byte count in (0, 1 GiB), got {ll_max!r}")
+    return CollectiveConstants(MappingProxyType(nccl), nvls, nvls_min, MappingProxyType(custom), source,
+                               None if ll_max is None else float(ll_max))

@@ -14,7 +14,9 @@ Stages, each a Nelder-Mead search (tools/calibrate.py's) in log space for times 
 minimizing the sum over group sizes of the median plus the 90th percentile of |est - meas| / meas:
   1. per NCCL op: per protocol (LL, LL128, Simple) alpha_s, step_s and the bus efficiency at 2, 4 and 8
      GPUs; for all-reduce also the NVLS line (alpha_s, efficiency; fp16 at 8 GPUs, NVLS's min_gpus);
-     then seeded restarts around the best point (the min over lines has local optima);
+     then seeded restarts around the best point (the min over lines has local optima). All-to-all is
+     NCCL's p2p kernel (collectives._p2p): the LL line (one efficiency, a peer's stream), the simple and
+     simple_wide lines, and the per-peer LL threshold, the candidate of P2P_LL_CANDIDATES that fits best;
   2. custom all-reduce: one-shot, two-shot (efficiency at 2/4/8 GPUs) and multimem kernels (alpha_s,
      step_s, efficiency), each framework's graph_overhead_s and eager host times (by group size, and
      for the routes after the first), with each framework's choice (custom_allreduce.yaml routes) and
@@ -54,6 +56,7 @@ SOURCES = {"TRTLLM": ("trtllm", True), "vLLM_custom_graph": ("vllm", True),
            "SGLang_CustomAllReduce_eager": ("sglang", False)}
 # Start: serving.md section 3's three-line fits, as (alpha_s, step_s, efficiency at 2/4/8)
 START = {"ll": (4e-6, 0.5e-6, 0.05), "ll128": (6e-6, 0.5e-6, 0.45), "simple": (25e-6, 1e-6, 0.7)}
+P2P_LL_CANDIDATES = (16384, 32768, 65536)  # NCCL_P2P_LL_THRESHOLD (16 KiB) x 1, 2, 4 channels per peer
 
 
 def read(path: Path) -> dict[str, np.ndarray]:
@@ -94,7 +97,21 @@ def nccl_line(line: dict, op: str, n: np.ndarray, nbytes: np.ndarray, link: floa
     return line["alpha_s"] + steps * line["step_s"] + factor * nbytes / (eta * link)
 
 
+def p2p_times(consts: dict, n, nbytes, link: float) -> np.ndarray:
+    """All-to-all as collectives._p2p: LL (one stream per peer, every peer at once) where a peer's bytes
+    nbytes / n are at most p2p_ll_max_bytes_per_peer, else the fastest simple line."""
+    lines, per_peer = consts["nccl"]["all_to_all"], nbytes / n
+    simple = np.min([nccl_line(line, "all_to_all", n, nbytes, link)
+                     for p, line in lines.items() if p != "ll"], axis=0)
+    ll = lines["ll"]
+    eta = ll["bus_efficiency"][0] if isinstance(ll["bus_efficiency"], list) else ll["bus_efficiency"]
+    low = ll["alpha_s"] + (n - 1) * ll["step_s"] + per_peer / (eta * link)
+    return np.where(per_peer <= consts["p2p_ll_max_bytes_per_peer"], low, simple)
+
+
 def nccl_times(consts: dict, op: str, n, nbytes, nvls_ok, link: float) -> np.ndarray:
+    if op == "all_to_all" and consts.get("p2p_ll_max_bytes_per_peer") is not None:
+        return p2p_times(consts, n, nbytes, link)
     times = [nccl_line(line, op, n, nbytes, link) for line in consts["nccl"][op].values()]
     best = np.min(times, axis=0)
     if op == "all_reduce":
@@ -116,10 +133,54 @@ def _unpack_nccl(x: np.ndarray, op: str) -> dict:
     return out
 
 
+def _unpack_p2p(x: np.ndarray, ll_max: float) -> dict:
+    e = np.exp(x)
+    lines = {"ll": {"alpha_s": float(e[0]), "step_s": float(e[1]), "bus_efficiency": [float(e[2])]}}
+    for i, p in ((3, "simple"), (8, "simple_wide")):
+        lines[p] = {"alpha_s": float(e[i]), "step_s": float(e[i + 1]),
+                    "bus_efficiency": [float(v) for v in e[i + 2:i + 5]]}
+    return {"nccl": {"all_to_all": lines}, "p2p_ll_max_bytes_per_peer": ll_max}
+
+
+def _search(f, x0: np.ndarray, restarts: int, seed: int) -> tuple[float, np.ndarray]:
+    """Nelder-Mead from x0 at shrinking steps, then seeded restarts around the best point (the min over
+    lines has local optima)."""
+    x = np.array(x0)
+    for step in (0.5, 0.2, 0.1, 0.05):
+        x, v = nelder_mead(f, x, step=step, iters=3000)
+    best, rng = (v, x), np.random.default_rng(seed)
+    for _ in range(restarts):
+        x = best[1] + rng.normal(0, 0.3, len(best[1]))
+        for step in (0.3, 0.1, 0.03):
+            x, v = nelder_mead(f, x, step=step, iters=3000)
+        if v < best[0]:
+            best = (v, x)
+    return best
+
+
+def fit_p2p(n, b, t, link: float, restarts: int, seed: int) -> dict:
+    """All-to-all: the LL line (one efficiency: a peer's stream), two simple lines, and the per-peer LL
+    threshold among NCCL's candidates (NCCL_P2P_LL_THRESHOLD 16 KiB times 1, 2 or 4 channels per peer)."""
+    x0 = np.log([5e-6, 0.3e-6, 0.013, 12e-6, 0.1e-6, 0.5, 0.5, 0.6, 20e-6, 0.5e-6, 0.6, 0.65, 0.7])
+    fits = []
+    for ll_max in P2P_LL_CANDIDATES:
+        def f(x, ll_max=ll_max):
+            return score(p2p_times(_unpack_p2p(x, ll_max), n, b, link), t, n)
+        v, x = _search(f, x0, restarts, seed)
+        fits.append((v, ll_max, x))
+    v, ll_max, x = min(fits, key=lambda fit: fit[0])
+    return _unpack_p2p(x, ll_max)
+
+
 def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1) -> dict:
     consts = {"nccl": {}, "nvls": None}
     for raw, op in OPS.items():
         sel = rows["op_name"] == raw
+        if op == "all_to_all":
+            p2p = fit_p2p(rows["n"][sel], rows["bytes"][sel], rows["t"][sel], link, restarts, seed)
+            consts["nccl"][op] = p2p["nccl"][op]
+            consts["p2p_ll_max_bytes_per_peer"] = p2p["p2p_ll_max_bytes_per_peer"]
+            continue
         n, b, t = rows["n"][sel], rows["bytes"][sel], rows["t"][sel]
         nvls_ok = rows["dtype_name"][sel] == "half"
         x0 = []
@@ -133,17 +194,7 @@ def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1) -> dict:
             c = _unpack_nccl(x, op)
             return score(nccl_times(c, op, n, b, nvls_ok, link), t, n)
 
-        x = np.array(x0)
-        for step in (0.5, 0.2, 0.1, 0.05):
-            x, _ = nelder_mead(f, x, step=step, iters=3000)
-        best, rng = (f(x), x), np.random.default_rng(seed)
-        for _ in range(restarts):  # seeded restarts around the best point (the min() has local optima)
-            x = best[1] + rng.normal(0, 0.3, len(best[1]))
-            for step in (0.3, 0.1, 0.03):
-                x, v = nelder_mead(f, x, step=step, iters=3000)
-            if v < best[0]:
-                best = (v, x)
-        x = best[1]
+        _, x = _search(f, x0, restarts, seed)
         c = _unpack_nccl(x, op)
         consts["nccl"][op] = c["nccl"][op]
         if c["nvls"] is not None:
@@ -250,7 +301,7 @@ def descriptor_constants(hw) -> dict:
 
     nvls = {**line(c.nvls), "bus_efficiency": c.nvls.bus_efficiency[0], "min_gpus": c.nvls_min_gpus}
     return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
-            "nvls": nvls}
+            "nvls": nvls, "p2p_ll_max_bytes_per_peer": c.p2p_ll_max_bytes_per_peer}
 
 
 # ---- report and write -------------------------------------------------------------------------------

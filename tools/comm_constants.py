@@ -3,6 +3,7 @@
 The constants (tools/calibrate_comm.py) are a nested dict:
     {"nccl": {op: {protocol: {"alpha_s", "step_s", "bus_efficiency": [at 2, 4, 8]}}},
      "nvls": {"alpha_s", "bus_efficiency", "min_gpus"},
+     "p2p_ll_max_bytes_per_peer": bytes (optional; collectives._p2p),
      "custom": {"oneshot": {...}, "twoshot": {...}}}
 Latencies carry over to every GPU as they are; efficiencies are fractions of each GPU's own link, so the
 H100 fit carries over through the descriptor's bandwidth (NVLS: scaled by NCCL's nvlsEfficiency ratio,
@@ -47,6 +48,8 @@ def block(consts: dict, family: str) -> str:
         lines.append(f"      {op}:")
         for proto, line in protos.items():
             lines.append(f"        {proto}: {_line(line)}")
+    if consts.get("p2p_ll_max_bytes_per_peer") is not None:
+        lines.append(f"    p2p_ll_max_bytes_per_peer: {int(consts['p2p_ll_max_bytes_per_peer'])}")
     nvls = dict(consts["nvls"])
     scale = NVLS_EFFICIENCY.get(family, NVLS_EFFICIENCY["hopper"]) / NVLS_EFFICIENCY["hopper"]
     nvls["bus_efficiency"] = min(nvls["bus_efficiency"] * scale, 2.0)

@@ -16,6 +16,13 @@ NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp
 domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
 about once). A send is one all-gather step of two GPUs: t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
 
+All-to-all and send on a descriptor with `p2p_ll_max_bytes_per_peer` (NCCL's send/recv kernels, `_p2p`):
+the protocol follows NCCL's rule, not a minimum: LL where the bytes for one peer s are at most that
+threshold, Simple above (p2p has no LL128). peers = g-1 (a send: 1, on the 2-GPU lines):
+    LL      t = alpha + peers * step + s / (eta_ll * link)          (one LL stream per peer, all at once)
+    Simple  t = min over the simple lines of alpha + peers * step + peers * s / (eta(g) * link)
+s = nbytes / g for an all-to-all (nccl-tests' size is a rank's whole buffer, its own share included).
+
 A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
 estimator/serve/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
 admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
@@ -52,7 +59,7 @@ from hwdesc import HardwareDescriptor
 KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
          "AllToAll": "all_to_all", "Send": "send"}
 NVLS_DTYPES = frozenset({"fp16", "bf16", "fp32"})  # NVLink SHARP reduces these, not integers or fp8
-PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+PROTOCOL_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple", "simple_wide": "Simple"}
 FRAMEWORKS_FILE = Path(__file__).with_name("custom_allreduce.yaml")
 
 
@@ -160,6 +167,8 @@ def _nvls_hardware(hw: HardwareDescriptor, group: int) -> bool:
 
 def _nccl(op: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float, dtype: str) -> _Option:
     consts = hw.interconnect.collectives
+    if op in ("all_to_all", "send") and consts.p2p_ll_max_bytes_per_peer is not None:
+        return _p2p(op, nbytes, group, consts, link)
     table, g, steps, factor = op, group, ring_steps(op, group), bus_factor(op, group)
     if op == "send":  # one step of a two-GPU all-gather of 2 * nbytes
         table, g, steps, factor = "all_gather", 2, 1, sympy.Integer(1)
@@ -173,6 +182,28 @@ def _nccl(op: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float
         time = line.alpha_s + nbytes / (line.efficiency(group) * link)
         options.append(_Option(time, (("nvls", "Simple"),)))
     return _fastest(options)
+
+
+def _p2p(op: str, nbytes: Expr, group: int, consts, link: float) -> _Option:
+    """NCCL's send/recv kernels: an all-to-all is one send and one receive per peer, every peer at once (each
+    on its own channels); a send is one of them. NCCL picks the protocol by the bytes per peer: LL up to
+    `p2p_ll_max_bytes_per_peer` (enqueue.cc: NCCL_P2P_LL_THRESHOLD, 16 KiB, times the channels per peer),
+    Simple above, where the link carries every peer's bytes (the simple lines: few channels per peer for
+    small parts, more for large ones, as NCCL doubles them; the faster is taken).
+    NB: the LL streams are not capped by the link: at very large groups the bound (bytes over the link's
+    peak) takes over."""
+    lines = consts.nccl["all_to_all"]
+    g, peers, per_peer = (2, 1, nbytes) if op == "send" else (group, group - 1, nbytes / group)
+    simple = [_Option(line.alpha_s + peers * line.step_s + peers * per_peer / (line.efficiency(g) * link),
+                      (("p2p", "Simple"),))
+              for p, line in lines.items() if p != "ll"]
+    ll = lines.get("ll")
+    low = None if ll is None else _Option(
+        ll.alpha_s + peers * ll.step_s + per_peer / (ll.efficiency(g) * link), (("p2p", "LL"),))
+    if not simple:
+        return low
+    high = _fastest(simple)
+    return high if low is None else _when(per_peer <= consts.p2p_ll_max_bytes_per_peer, low, high)
 
 
 def _custom_possible(hw: HardwareDescriptor, group: int) -> bool:
