@@ -85,6 +85,58 @@ def test_all_gather_reduce_scatter_all_to_all_and_send():
     assert send.algorithm == "p2p"
 
 
+def _p2p_hw(ll_max: int = 32768):
+    """_hw() with NCCL's p2p rule: LL up to `ll_max` bytes per peer (the LL efficiency is one peer's
+    stream: 0.01 of 400 GB/s = 4 GB/s), Simple above (5 us + 1 us per peer, 0.5 of the link)."""
+    hw = _hw()
+    consts = dataclasses.replace(hw.interconnect.collectives, p2p_ll_max_bytes_per_peer=float(ll_max))
+    return dataclasses.replace(hw, interconnect=dataclasses.replace(hw.interconnect, collectives=consts))
+
+
+def test_all_to_all_takes_ll_by_the_bytes_per_peer_one_stream_per_peer():
+    hw = _p2p_hw()
+    c = coll.collective_cost("AllToAll", 64 * 1024, 8, hw)
+    # 8 KiB per peer <= 32 KiB: LL, 2 us + 7 peers x 0.5 us = 5.5 us, + 8192 B / 4 GB/s = 2.048 us
+    assert close(c.estimate_s, 2e-6 + 7 * 0.5e-6 + 8192 / (0.01 * LINK))  # 7.548 us
+    assert (c.algorithm, c.protocol) == ("p2p", "LL")
+    four = coll.collective_cost("AllToAll", 32 * 1024, 4, hw)  # the same 8 KiB per peer, 3 peers
+    assert close(float(c.estimate_s) - float(four.estimate_s), 4 * 0.5e-6)  # only the 4 more peer steps
+    big = coll.collective_cost("AllToAll", MiB, 8, hw)
+    # 128 KiB per peer > 32 KiB: Simple, 5 + 7 x 1 = 12 us + 7 x 128 KiB / 200 GB/s = 4.5875 us
+    assert close(big.estimate_s, 5e-6 + 7 * 1e-6 + 7 * 131072 / (0.5 * LINK))  # 16.5875 us
+    assert big.protocol == "Simple"
+
+
+def test_p2p_protocol_is_nccls_rule_not_the_fastest_line():
+    hw = _p2p_hw()
+    at = coll.collective_cost("AllToAll", 64 * 1024, 2, hw)
+    # 32 KiB per peer: still LL (2.5 us + 32768 / 4 GB/s = 10.692 us), though Simple would take
+    # 6 us + 32768 / 200 GB/s = 6.164 us
+    assert close(at.estimate_s, 2e-6 + 0.5e-6 + 32768 / (0.01 * LINK))
+    assert at.protocol == "LL"
+    above = coll.collective_cost("AllToAll", 64 * 1024 + 2, 2, hw)  # one byte more per peer: Simple
+    assert close(above.estimate_s, 5e-6 + 1e-6 + 32769 / (0.5 * LINK)) and above.protocol == "Simple"
+
+
+def test_send_is_one_p2p_transfer_on_the_two_gpu_lines():
+    hw = _p2p_hw()
+    small = coll.collective_cost("Send", 16384, 2, hw)
+    assert close(small.estimate_s, 2e-6 + 0.5e-6 + 16384 / (0.01 * LINK))  # LL: 6.596 us
+    big = coll.collective_cost("Send", MiB, 2, hw)
+    assert close(big.estimate_s, 5e-6 + 1e-6 + MiB / (0.5 * LINK))  # Simple: 11.243 us
+    assert (small.protocol, big.protocol, big.algorithm) == ("LL", "Simple", "p2p")
+
+
+def test_symbolic_all_to_all_is_a_piecewise_at_the_per_peer_threshold():
+    hw = _p2p_hw()
+    t = sympy.Symbol("tokens", integer=True, positive=True)
+    c = coll.collective_cost("AllToAll", 8192 * t, 8, hw)  # 1 KiB per peer per token
+    assert c.estimate_s.has(sympy.Piecewise) and c.protocol == "LL|Simple"
+    for tokens in (1, 32, 33, 4096):  # LL up to 32 tokens (32 KiB per peer), Simple from 33
+        num = coll.collective_cost("AllToAll", 8192 * tokens, 8, hw)
+        assert close(c.estimate_s.subs(t, tokens), float(num.estimate_s)), tokens
+
+
 def test_group_beyond_the_nvlink_domain_uses_the_scale_out_link():
     c = coll.collective_cost("AllReduce", 8 * MiB, 16, _hw(simple_only=True))
     # 30 steps; 2 * 15/16 * N over 0.5 of the 25 GB/s NIC

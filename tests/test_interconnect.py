@@ -69,6 +69,7 @@ def _load(tmp_path, raw) -> hwdesc.HardwareDescriptor:
     (lambda ic: ic["collectives"]["nccl"]["all_reduce"]["ll"].update(alpha_s=-1), "all_reduce.ll.alpha_s"),
     (lambda ic: ic["collectives"]["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]),
      "custom.oneshot.bus_efficiency"),
+    (lambda ic: ic["collectives"].update(p2p_ll_max_bytes_per_peer=-1), "p2p_ll_max_bytes_per_peer"),
 ])
 def test_bad_interconnect_names_the_key(tmp_path, edit, key):
     raw = _raw()
@@ -97,6 +98,18 @@ def test_writer_round_trips_the_constants(tmp_path):
     assert c.nccl["all_reduce"]["simple"].bus_efficiency == (0.5, 0.6, 0.7)
     assert set(c.nccl["all_reduce"]) == {"simple"} and set(c.custom) == {"oneshot"}
     assert c.nvls.alpha_s == 5e-5
+    assert c.p2p_ll_max_bytes_per_peer is None  # not fitted: the all-to-all takes its fastest line
+    comm_constants.write({**consts, "p2p_ll_max_bytes_per_peer": 32768}, tmp_path)
+    c = hwdesc.load_file(tmp_path / "h100-sxm.yaml").interconnect.collectives
+    assert c.p2p_ll_max_bytes_per_peer == 32768
+
+
+def test_h100_all_to_all_is_nccls_p2p_kernel():
+    """The fitted H100 all-to-all: LL by the bytes per peer, no LL128 (NCCL's send/recv have none)."""
+    c = hwdesc.load("h100-sxm").interconnect.collectives
+    assert c.p2p_ll_max_bytes_per_peer in calibrate_comm.P2P_LL_CANDIDATES
+    assert set(c.nccl["all_to_all"]) == {"ll", "simple", "simple_wide"}
+    assert len(c.nccl["all_to_all"]["ll"].bus_efficiency) == 1  # one peer's stream, at any group size
 
 
 SIZES = np.array([2.0**k for k in range(8, 30, 3)])
@@ -143,4 +156,5 @@ def _consts(hw) -> dict:
 
     return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
             "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus},
-            "custom": {k: line(x) for k, x in c.custom.items()}}
+            "custom": {k: line(x) for k, x in c.custom.items()},
+            "p2p_ll_max_bytes_per_peer": c.p2p_ll_max_bytes_per_peer}
