@@ -14,7 +14,8 @@ Simple) as NCCL's tuner takes it:
     F (bus factor, nccl-tests PERFORMANCE.md) = 2(g-1)/g all-reduce, (g-1)/g the others
 NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp`, within the NVLink
 domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
-about once). A send is one all-gather step of two GPUs: t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
+about once). Without the p2p threshold below, a send is one all-gather step of two GPUs:
+t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
 
 All-to-all and send on a descriptor with `p2p_ll_max_bytes_per_peer` (NCCL's send/recv kernels, `_p2p`):
 the protocol follows NCCL's rule, not a minimum: LL where the bytes for one peer s are at most that
@@ -22,6 +23,7 @@ threshold, Simple above (p2p has no LL128). peers = g-1 (a send: 1, on the 2-GPU
     LL      t = alpha + peers * step + s / (eta_ll * link)          (one LL stream per peer, all at once)
     Simple  t = min over the simple lines of alpha + peers * step + peers * s / (eta(g) * link)
 s = nbytes / g for an all-to-all (nccl-tests' size is a rank's whole buffer, its own share included).
+A send is one such transfer (ncclSend runs the same p2p kernel), on the 2-GPU lines.
 
 A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
 estimator/serve/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
