@@ -230,7 +230,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         lifetime = decode_total + n_c * t_mix
         # departure_interval: the mean interval between departures of the other W - 1 requests, (W - 1) / W
         # of lifetime / W (a lone client's next request starts as its previous one ends: no wait)
-        join = lifetime / w * (w - 1) / w if fw.admission_wait == "departure_interval" else 0.5 * avg_step
+        join = (lifetime / (w - 1) if w > 1 else 0.0) if fw.admission_wait == "departure_interval" else 0.5 * avg_step
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
         ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
         e2e = ttft + decode_total
