@@ -29,9 +29,9 @@ stay staggered (equal lengths finish together and re-enter together). During its
 a request sees the other groups' prefills as m = min((g - 1) n_c, osl - 1) mixed steps; the rest are
 plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request waits the
 S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: half a step (vLLM,
-SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures of
-the other W - 1 requests, (own prefill + decode phase) / W x (W - 1) / W (fitted shape, frameworks.yaml
-`admission_wait`).
+SGLang: new requests join at every step) or, for TensorRT-LLM, the interval between departures of the
+W - 1 requests in service, lifetime / (W - 1), lifetime = own prefill + decode phase: one request
+always waits for the next departure (fitted shape, frameworks.yaml `admission_wait`; W = 1: no wait).
   TTFT = wait + n_c T_mix (+ the framework's per-layer prefill dispatch, launch.py);
   E2E = TTFT + sum of its osl - 1 step times.
 Closed-loop queues (estimator/serve/closed_loop.py, exact mean value analysis over the W clients):
@@ -228,9 +228,12 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
         lifetime = decode_total + n_c * t_mix
-        # departure_interval: the mean interval between departures of the other W - 1 requests, (W - 1) / W
-        # of lifetime / W (a lone client's next request starts as its previous one ends: no wait)
-        join = (lifetime / (w - 1) if w > 1 else 0.0) if fw.admission_wait == "departure_interval" else 0.5 * avg_step
+        # departure_interval: one request always waits for the next departure of the W - 1 in service
+        # (a lone client's next request starts as its previous one ends: no wait)
+        if fw.admission_wait == "departure_interval":
+            join = lifetime / (w - 1) if w > 1 else 0.0
+        else:
+            join = 0.5 * avg_step
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
         ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
         e2e = ttft + decode_total
