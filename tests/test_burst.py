@@ -50,7 +50,7 @@ def test_serve_averages_the_burst_into_ttft_and_e2e_not_tpot():
     first = sum(ends) / 6
     assert first == pytest.approx(burst_ttft_s(6, 1, 1, t_pre, 5 * per, 5))
     shift = (first - steady.ttft_s) / 4
-    assert shift > 1e-3  # the burst: first tokens at about 5, 10, .. 30 ms (mean 17.5 ms), above the steady 12 ms
+    assert shift > 1e-3  # the burst's first tokens at about 5, 10, .. 30 ms (mean 17.5) against 12 ms steady
     assert bench.ttft_s == pytest.approx(steady.ttft_s + shift)
     assert bench.e2e_s == pytest.approx(steady.e2e_s + shift)
     assert bench.tpot_s == pytest.approx(steady.tpot_s)

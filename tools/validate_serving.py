@@ -89,7 +89,7 @@ def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
 
 
 BENCH_EXTRA_TOKENS = 1500  # aiconfigurator generator: agg max_num_tokens = max_batch_size + isl + 1500
-BENCH_ROUNDS = 10  # requests per client: genai-perf / aiperf --request-count 10 x the concurrency (see bench_framework)
+BENCH_ROUNDS = 10  # requests per client: --request-count 10 x the concurrency (module doc)
 
 
 def bench_framework(fw, work, block: int):
