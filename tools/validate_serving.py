@@ -16,6 +16,10 @@ Each row runs the server as the benchmark deployed it, not at the framework's de
 config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
 aggregated worker's `max_num_tokens = max_batch_size + isl + 1500` (TensorRT-LLM rounds it up to
 tokens_per_block), with max_batch_size at least the concurrency: `bench_framework` applies that.
+The benchmark client runs `--concurrency C --request-count 10 x C` (genai-perf / aiperf as the Dynamo /
+aiconfigurator recipes call it: ai-dynamo/dynamo benchmarks/llm/perf.sh), its C clients starting
+together on an idle server: each row is the mean over those 10 rounds, the first a burst of C prompts
+(estimator/serve/burst.py; `--rounds 0` prices the steady state alone).
 Reported: |predicted - measured| / measured for TPOT and TTFT, median and 90th percentile, overall and
 per TP, and a table of the median errors (signed: + = over-predicted) by TP and concurrency.
 Tolerances the issue sets (8b-trtllm): TPOT median <= 10 %, p90 <= 25 %; TTFT median <= 20 %, p90 <= 40 %.
