@@ -240,8 +240,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
         first_ttft = _burst_ttft(steps, fw, work, w, (n_c, k_max, k), pre, ride)
     notes = []
-    loop = closed_loop(w, e2e, {"prefill": prefill_slot_s, "host": host_demand_s(
-        osl, fw.host_s_per_request, fw.host_output_tokens_per_s)})
+    loop = _loop(w, e2e, prefill_slot_s, work, fw)
     for station, busy in loop.utilisation.items():
         if busy > BUSY_NOTE:
             notes.append(f"{station}-bound: the {station} {STATION_NAMES[station]} is {busy:.0%} busy")
@@ -267,3 +266,9 @@ def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tupl
     pre_b = pre if k_max == k else prefill_step(steps, fw, k_max, work.isl, n_c)
     first = burst_ttft_s(w, k_max, n_c, float(pre_b.step_s), ride, max(w - k, 0))
     return first + prefill_dispatch_s(steps, fw)
+
+
+def _loop(w: int, e2e: float, prefill_slot_s: float, work: Workload, fw: Framework):
+    """The closed-loop waits (estimator/serve/closed_loop.py) of `w` clients cycling in `e2e`."""
+    host = host_demand_s(work.osl, fw.host_s_per_request, fw.host_output_tokens_per_s)
+    return closed_loop(w, e2e, {"prefill": prefill_slot_s, "host": host})
