@@ -109,6 +109,14 @@ def test_trtllm_packs_prompts_and_waits_a_departure_interval():
     assert r.ttft_s == pytest.approx(join + t_mix + slot.wait_s)
 
 
+def test_a_lone_trtllm_client_waits_for_no_departure():
+    fw = _fw(admission_wait="departure_interval")
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 1), gpus=1)
+    # W = 1: no other request to wait for; TTFT = its prefill, 10 us x 500 = 5 ms (eager: above the
+    # 100 kernels x 10 us = 1 ms of host launch), no decoder riding, and one client never queues
+    assert r.ttft_s == pytest.approx(5e-3)
+
+
 def test_prompts_per_step_leaves_a_token_per_running_decode():
     assert prompts_per_step(8192, 128, 1024, "inflight") == 7  # (8192 - 127) // 1024
     assert prompts_per_step(8192, 128, 1024, "static") == 8  # static: the prompts have the whole budget
