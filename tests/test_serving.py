@@ -58,6 +58,9 @@ def test_parse_workload_and_its_errors():
         parse_workload("isl=1,osl=2,concurrency=3,beams=2")
     with pytest.raises(ServeError, match="must be an integer"):
         parse_workload("isl=1k,osl=2,concurrency=3")
+    assert parse_workload("isl=2048,osl=256,concurrency=32,rounds=10") == Workload(2048, 256, 32, rounds=10)
+    with pytest.raises(ServeError, match="rounds >= 1"):
+        parse_workload("isl=1,osl=2,concurrency=3,rounds=0")
 
 
 def test_static_batching_sums_every_decode_step():
@@ -101,9 +104,17 @@ def test_trtllm_packs_prompts_and_waits_a_departure_interval():
     t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
     decode_total = gen * (10 - 2) / 10 + 2 * t_mix
-    join = (decode_total + t_mix) / 6 * 5 / 6  # the interval between departures of the other 5 of 6
+    join = (decode_total + t_mix) / 5  # one request waits for the next departure of the 5 in service
     slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
     assert r.ttft_s == pytest.approx(join + t_mix + slot.wait_s)
+
+
+def test_a_lone_trtllm_client_waits_for_no_departure():
+    fw = _fw(admission_wait="departure_interval")
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 1), gpus=1)
+    # W = 1: no other request to wait for; TTFT = its prefill, 10 us x 500 = 5 ms (eager: above the
+    # 100 kernels x 10 us = 1 ms of host launch), no decoder riding, and one client never queues
+    assert r.ttft_s == pytest.approx(5e-3)
 
 
 def test_prompts_per_step_leaves_a_token_per_running_decode():

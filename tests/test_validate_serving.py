@@ -24,3 +24,11 @@ def test_bench_framework_sets_the_generators_token_budget():
 
 def test_every_set_names_its_budget_rounding():
     assert {spec["budget_block"] for spec in validate_serving.SETS.values()} == {32, 1}
+
+
+def test_rows_are_priced_over_the_benchmarks_rounds():
+    # the client sends 10 x C requests (--request-count 10 x concurrency): 10 rounds, the first a burst
+    assert validate_serving.BENCH_ROUNDS == 10
+    import inspect
+
+    assert inspect.signature(validate_serving.predict).parameters["rounds"].default == 10

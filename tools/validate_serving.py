@@ -16,6 +16,10 @@ Each row runs the server as the benchmark deployed it, not at the framework's de
 config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
 aggregated worker's `max_num_tokens = max_batch_size + isl + 1500` (TensorRT-LLM rounds it up to
 tokens_per_block), with max_batch_size at least the concurrency: `bench_framework` applies that.
+The benchmark client runs `--concurrency C --request-count 10 x C` (genai-perf / aiperf as the Dynamo /
+aiconfigurator recipes call it: ai-dynamo/dynamo benchmarks/llm/perf.sh), its C clients starting
+together on an idle server: each row is the mean over those 10 rounds, the first a burst of C prompts
+(estimator/serve/burst.py; `--rounds 0` prices the steady state alone).
 Reported: |predicted - measured| / measured for TPOT and TTFT, median and 90th percentile, overall and
 per TP, and a table of the median errors (signed: + = over-predicted) by TP and concurrency.
 Tolerances the issue sets (8b-trtllm): TPOT median <= 10 %, p90 <= 25 %; TTFT median <= 20 %, p90 <= 40 %.
@@ -89,6 +93,7 @@ def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
 
 
 BENCH_EXTRA_TOKENS = 1500  # aiconfigurator generator: agg max_num_tokens = max_batch_size + isl + 1500
+BENCH_ROUNDS = 10  # requests per client: --request-count 10 x the concurrency (module doc)
 
 
 def bench_framework(fw, work, block: int):
@@ -101,14 +106,15 @@ def bench_framework(fw, work, block: int):
     return replace(fw, values={**fw.values, "max_num_tokens": budget, "max_batch_size": max(batch, 1)})
 
 
-def predict(deps: dict[int, tuple], fw=None, block: int = 1) -> list[dict]:
+def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None = BENCH_ROUNDS) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
-    deployment's own, for --fit), each row's framework as the benchmark configured it."""
+    deployment's own, for --fit), each row's framework as the benchmark configured it, over `rounds`
+    requests per client (None: the steady state alone)."""
     from estimator.serve.serving import Workload, prefetch, serve
 
     out = []
     for tp, (dep, rows) in deps.items():
-        works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"])) for r in rows]
+        works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]), rounds=rounds) for r in rows]
         fws = [bench_framework(fw or dep.framework, work, block) for work in works]
         groups: dict[tuple, tuple] = {}  # rows of one benchmark configuration: their steps in one pass
         for f, work in zip(fws, works, strict=True):  # bench_framework sets only these two values
@@ -199,6 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fit the host front end (host_output_tokens_per_s, host_s_per_request) on the 8b-trtllm rows",
     )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=BENCH_ROUNDS,
+        help=f"requests per client of the benchmark run (default {BENCH_ROUNDS}; 0: the steady state alone)",
+    )
     args = ap.parse_args(argv)
     everything = {}
     for name in args.sets.split(","):
@@ -208,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             rate, per_request, obj = fit_host(deps, spec["budget_block"])
             print(f"fit: host_output_tokens_per_s {rate}, host_s_per_request {per_request:.4f} "
                   f"(objective {obj:.3f})")
-        points = predict(deps, block=spec["budget_block"])
+        points = predict(deps, block=spec["budget_block"], rounds=args.rounds or None)
         everything[name] = points
         print(summary(name, points), flush=True)
     if args.json:

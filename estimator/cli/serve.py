@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel stages (layers split across GPUs)")
     g.add_argument("--memory", action="store_true", help="print the per-GPU memory breakdown and KV capacity")
     g.add_argument(
-        "--serve", metavar="isl=I,osl=O,concurrency=C", help="TTFT, TPOT, throughput of a workload"
+        "--serve", metavar="isl=I,osl=O,concurrency=C[,rounds=R]",
+        help="TTFT, TPOT, throughput of a workload (rounds=R: the mean of an R-round benchmark run)"
     )
     g.add_argument(
         "--framework",

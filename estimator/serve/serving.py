@@ -29,9 +29,9 @@ stay staggered (equal lengths finish together and re-enter together). During its
 a request sees the other groups' prefills as m = min((g - 1) n_c, osl - 1) mixed steps; the rest are
 plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request waits the
 S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: half a step (vLLM,
-SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures of
-the other W - 1 requests, (own prefill + decode phase) / W x (W - 1) / W (fitted shape, frameworks.yaml
-`admission_wait`).
+SGLang: new requests join at every step) or, for TensorRT-LLM, the interval between departures of the
+W - 1 requests in service, lifetime / (W - 1), lifetime = own prefill + decode phase: one request
+always waits for the next departure (fitted shape, frameworks.yaml `admission_wait`; W = 1: no wait).
   TTFT = wait + n_c T_mix (+ the framework's per-layer prefill dispatch, launch.py);
   E2E = TTFT + sum of its osl - 1 step times.
 Closed-loop queues (estimator/serve/closed_loop.py, exact mean value analysis over the W clients):
@@ -41,6 +41,9 @@ request may queue at before its prefill; their waits add to TTFT and E2E (not TP
 throughput follows from the longer cycle.
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
+A benchmark of R rounds (`rounds=R`: R requests per client, the clients starting together on an idle
+server) reports TTFT and E2E averaged with its first round, a burst of W prompts queued for the prefill
+steps (estimator/serve/burst.py); without `rounds`, the steady state alone.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from estimator.errors import UserError
+from estimator.serve.burst import benchmark_mean, burst_ttft_s
 from estimator.serve.closed_loop import closed_loop, host_demand_s
 from estimator.serve.frameworks import Framework
 from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
@@ -59,6 +63,7 @@ from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
 
 KEYS = ("isl", "osl", "concurrency")
+OPTIONAL_KEYS = ("rounds",)  # requests per client of a benchmark run (estimator/serve/burst.py)
 BUSY_NOTE = 0.9  # a closed-loop station busier than this is named in the notes
 STATION_NAMES = {"prefill": "slot (whole prompts per step)", "host": "front end"}
 
@@ -73,15 +78,16 @@ class Workload:
     osl: int
     concurrency: int
     batching: str = "inflight"  # or "static"
+    rounds: int | None = None  # requests per client of the benchmark run; None: the steady state
 
 
 def parse_workload(text: str, batching: str = "inflight") -> Workload:
-    """`isl=I,osl=O,concurrency=C` -> Workload; one ServeError naming the problem otherwise."""
+    """`isl=I,osl=O,concurrency=C[,rounds=R]` -> Workload; one ServeError naming the problem otherwise."""
     values: dict[str, int] = {}
     for item in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, value = item.partition("=")
-        if not sep or key not in KEYS:
-            raise ServeError(f"--serve {text!r}: expected isl=I,osl=O,concurrency=C, got {item!r}")
+        if not sep or key not in KEYS + OPTIONAL_KEYS:
+            raise ServeError(f"--serve {text!r}: expected isl=I,osl=O,concurrency=C[,rounds=R], got {item!r}")
         try:
             values[key] = int(value)
         except ValueError:
@@ -89,11 +95,11 @@ def parse_workload(text: str, batching: str = "inflight") -> Workload:
     missing = [k for k in KEYS if k not in values]
     if missing:
         raise ServeError(f"--serve {text!r}: missing key {missing[0]} (give isl=I,osl=O,concurrency=C)")
-    if values["isl"] < 1 or values["osl"] < 2 or values["concurrency"] < 1:
-        raise ServeError(f"--serve {text!r}: need isl >= 1, osl >= 2 and concurrency >= 1")
+    if values["isl"] < 1 or values["osl"] < 2 or values["concurrency"] < 1 or values.get("rounds", 1) < 1:
+        raise ServeError(f"--serve {text!r}: need isl >= 1, osl >= 2, concurrency >= 1 and rounds >= 1")
     if batching not in ("inflight", "static"):
         raise ServeError(f"--batching {batching!r}: choose inflight or static")
-    return Workload(values["isl"], values["osl"], values["concurrency"], batching)
+    return Workload(values["isl"], values["osl"], values["concurrency"], batching, values.get("rounds"))
 
 
 @dataclass
@@ -177,12 +183,14 @@ def prefetch(steps: Steps, memory: Memory, fw: Framework, works: Sequence[Worklo
         w = admitted(work, fw, memory)
         if not memory.fits(work.isl, work.osl) or w == 0:
             continue
-        n_c, _, k = _prefill_shape(work, fw, w)
+        n_c, k_max, k = _prefill_shape(work, fw, w)
         batch = fw.graph_batch(w) or w
         decode += [(batch, np.arange(work.isl, work.isl + work.osl - 1)), (batch, [work.isl + work.osl // 2])]
         if work.batching != "static" and w > k:
             decode.append((w - k, [work.isl + work.osl // 2]))
         prefill.append((k, work.isl))
+        if work.rounds and work.batching != "static" and k_max != k:
+            prefill.append((k_max, work.isl))  # the first round's burst (estimator/serve/burst.py)
     if hasattr(steps, "prefetch"):
         steps.prefetch(decode=decode, prefill=prefill)
 
@@ -209,6 +217,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = prefill_all + decode_total
         tpot = (e2e - ttft) / (osl - 1)
         queue_in, prefill_slot_s = 0.0, 0.0
+        first_ttft = None
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
@@ -219,24 +228,47 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
         lifetime = decode_total + n_c * t_mix
-        # departure_interval: the mean interval between departures of the other W - 1 requests, (W - 1) / W
-        # of lifetime / W (a lone client's next request starts as its previous one ends: no wait)
-        join = lifetime / w * (w - 1) / w if fw.admission_wait == "departure_interval" else 0.5 * avg_step
+        # departure_interval: one request always waits for the next departure of the W - 1 in service
+        # (a lone client's next request starts as its previous one ends: no wait)
+        if fw.admission_wait == "departure_interval":
+            join = lifetime / (w - 1) if w > 1 else 0.0
+        else:
+            join = 0.5 * avg_step
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
         ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
         e2e = ttft + decode_total
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
+        first_ttft = _burst_ttft(steps, fw, work, w, (n_c, k_max, k), pre, ride)
     notes = []
-    loop = closed_loop(w, e2e, {"prefill": prefill_slot_s, "host": host_demand_s(
-        osl, fw.host_s_per_request, fw.host_output_tokens_per_s)})
+    loop = _loop(w, e2e, prefill_slot_s, work, fw)
     for station, busy in loop.utilisation.items():
         if busy > BUSY_NOTE:
             notes.append(f"{station}-bound: the {station} {STATION_NAMES[station]} is {busy:.0%} busy")
     ttft, e2e, queue_in = ttft + loop.wait_s, e2e + loop.wait_s, queue_in + loop.wait_s
-    cycle = e2e
+    cycle = e2e  # the steady state's: tokens/s and the KV queue are the steady state's
+    if first_ttft is not None and work.rounds:
+        shift = benchmark_mean(ttft, first_ttft, work.rounds) - ttft
+        ttft, e2e, queue_in = ttft + shift, e2e + shift, queue_in + shift
+        notes.append(f"TTFT, E2E: the mean over {work.rounds} rounds; the first, a burst of {w} prompts, "
+                     f"has a mean TTFT of {first_ttft * 1e3:.0f} ms")
     queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     if work.concurrency > w:
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
     tokens_per_s = w * osl / cycle
     return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft + queue, tpot,
                        e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes)
+
+
+def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tuple[int, int, int],
+                pre: StepCost, ride: float) -> float:
+    """The first round's mean TTFT (estimator/serve/burst.py): all W prompts waiting, k_max a step."""
+    n_c, k_max, k = shape
+    pre_b = pre if k_max == k else prefill_step(steps, fw, k_max, work.isl, n_c)
+    first = burst_ttft_s(w, k_max, n_c, float(pre_b.step_s), ride, max(w - k, 0))
+    return first + prefill_dispatch_s(steps, fw)
+
+
+def _loop(w: int, e2e: float, prefill_slot_s: float, work: Workload, fw: Framework):
+    """The closed-loop waits (estimator/serve/closed_loop.py) of `w` clients cycling in `e2e`."""
+    host = host_demand_s(work.osl, fw.host_s_per_request, fw.host_output_tokens_per_s)
+    return closed_loop(w, e2e, {"prefill": prefill_slot_s, "host": host})
