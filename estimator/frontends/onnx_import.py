@@ -218,11 +218,13 @@ def _numel(dims: Iterable[int]) -> int:
     return int(np.prod(list(dims), dtype=np.int64)) if dims else 1
 
 
-def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None = None) -> Graph:
+def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None = None,
+             unify: bool = True) -> Graph:
     """Build the IR. Tensor constness: initializers and Constants with at most HOST_CONST_MAX_NUMEL
     elements, Shape/Size outputs, and anything computed only from those are host-side values; bigger
     initializers are weights, and values computed only from weights and host values are weight-derived
-    (is_weight: persistent buffers read from DRAM)."""
+    (is_weight: persistent buffers read from DRAM). `unify`: merge the invented dims the ops prove equal
+    (unify_dims.py; off only to study pricing over dims that stay apart)."""
     g = model.graph
     tensors: dict[str, Tensor] = {}
     for vi in _value_infos(g):
@@ -247,7 +249,8 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
         attrs = {a.name: _attr_value(a) for a in n.attribute}
         nodes.append(Node(name, n.op_type, n.domain, tuple(n.input), tuple(n.output), attrs))
     _mark_constness(nodes, tensors)
-    unified = unify_dims.unify(nodes, tensors, inputs)  # invented dims the ops prove equal: one symbol
+    # invented dims the ops prove equal become one symbol
+    unified = unify_dims.unify(nodes, tensors, inputs) if unify else unify_dims.Unified(tensors)
     tensors = unified.tensors
     declared = {}
     for name in inputs:
