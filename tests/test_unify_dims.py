@@ -83,6 +83,17 @@ def test_concat_equates_dims_off_the_axis_only():
     assert u.merges == {"unk__c": A, "unk__o0": A}
 
 
+def test_a_negative_axis_counts_from_the_end_and_a_corrupt_attribute_proves_nothing():
+    # Concat(axis=-1) of [a, 3] and [c, 5] is axis 1: a == c; a perm that is no permutation: nothing
+    u = _unify([Node("cat", "Concat", inputs=("x", "y"), outputs=("z",), attrs={"axis": -1})],
+               {"x": (A, 3), "y": (C, 5), "z": (A, 8)}, ["x", "y"])
+    assert u.merges == {"unk__c": A}
+    for perm in ((0, 0), (1.0, 0.0), (0, 1, 2)):
+        u = _unify([Node("t", "Transpose", inputs=("x",), outputs=("y",), attrs={"perm": perm})],
+                   {"x": (A, B), "y": (O0, O1)}, ["x"])
+        assert u.merges == {}, perm
+
+
 def test_transpose_and_softmax_carry_dims():
     # Transpose(perm=[1, 0]) [a, b] -> [o0, o1]: o0 == b, o1 == a; Softmax [o0, o1] -> [m, n]
     nodes = [Node("t", "Transpose", inputs=("x",), outputs=("y",), attrs={"perm": (1, 0)}),

@@ -238,8 +238,13 @@ def _transpose(node: Node, shape_of: ShapeOf) -> Iterator[Pair]:
     if x is None or y is None or len(x) != len(y):
         return
     perm = node.attrs.get("perm") or tuple(reversed(range(len(x))))
-    if sorted(perm) == list(range(len(x))):
+    if _ints(perm) and sorted(perm) == list(range(len(x))):  # a corrupt perm proves nothing
         yield from ((y[i], x[p]) for i, p in enumerate(perm))
+
+
+def _ints(values) -> bool:
+    return isinstance(values, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                      for v in values)
 
 
 @rule("MatMul", "MatMulInteger")
@@ -291,8 +296,8 @@ def _along_axis(node: Node, shape_of: ShapeOf) -> Iterator[Pair]:
     everyone = [*shapes, *outs]
     rank = len(everyone[0])
     axis = node.attrs.get("axis", 0)
-    axis = axis + rank if axis < 0 else axis
-    if rank == 0 or any(len(s) != rank for s in everyone) or not 0 <= axis < rank:
+    if not _ints((axis,)) or rank == 0 or any(len(s) != rank for s in everyone) or not -rank <= axis < rank:
         return
+    axis %= rank
     first = everyone[0]
     yield from ((first[i], s[i]) for s in everyone[1:] for i in range(rank) if i != axis)
