@@ -97,7 +97,8 @@ def unify(nodes: Sequence[Node], tensors: Mapping[str, Tensor], inputs: Iterable
     out = dict(tensors)
     for name, t in tensors.items():
         if t.shape and any(d in mapping or _mentions(d, mapping) for d in t.shape):
-            out[name] = replace(t, shape=tuple(mapping.get(d) or _renamed(d, mapping) for d in t.shape))
+            out[name] = replace(t, shape=tuple(mapping[d] if d in mapping else _renamed(d, mapping)
+                                                for d in t.shape))
     return Unified(out, {s.name: v for s, v in mapping.items()}, classes.conflicts)
 
 
