@@ -45,6 +45,9 @@ class Result:
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
     tiling: bool = False  # kernels carry tile plans (estimator/tiling) and tile-level estimates
     warm_inputs: bool | Iterable[str] = False  # graph inputs started resident in L2
+    # invented dims the frontend merged and the merges it refused (frontends/unify_dims.py), for --explain
+    dim_merges: dict[str, Expr] = field(default_factory=dict)
+    dim_conflicts: list[str] = field(default_factory=list)
 
     @property
     def symbolic(self) -> bool:
@@ -68,7 +71,10 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
     for name, value in dims.items():
         if name not in known:
             have = ", ".join(sorted(known)) or "none (all dims are static)"
-            raise EstimateError(f"--dim {name}: the model has no dim {name!r}; its free dims: {have}")
+            into = graph.dim_merges.get(name)
+            why = "" if into is None else (f" (the graph proves it equal to {into}, which replaced it; "
+                                           f"see --explain)")
+            raise EstimateError(f"--dim {name}: the model has no dim {name!r}{why}; its free dims: {have}")
         if value <= 0:
             raise EstimateError(f"--dim {name}={value}: a dimension must be a positive integer")
     return bind(graph, dims) if dims else graph
@@ -121,6 +127,7 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
               free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
               tiling: bool, warm_inputs: bool | Iterable[str], kernel_sass: Mapping | None,
               framework: str | None, comm_graphed: bool) -> Result:
+    source = graph
     graph, costs, lowered, refusals = lowered_graph(graph, hw, precision, dims, pipeline, after_pass,
                                                     verify_each)
     if strict and lowered.uncosted:
@@ -162,7 +169,7 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims:
     result = Result(graph, hw, precision or "graph", {n: dims.get(n) for n in free}, priced,
                     lowered.uncosted, lowered.free_nodes, str(Pipeline.parse(pipeline)), fusion=fusion,
                     refusals=refusals, tiling=tiling and any(p is not None for p in plans),
-                    warm_inputs=warm_inputs)
+                    warm_inputs=warm_inputs, dim_merges=source.dim_merges, dim_conflicts=source.dim_conflicts)
     result.totals = totals(result)
     return result
 

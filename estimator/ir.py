@@ -132,6 +132,10 @@ class Graph:
         self.outputs: tuple[str, ...] = tuple(outputs)
         self.opsets: dict[str, int] = dict(opsets or {})
         self.dims: dict[str, sympy.Symbol] = dict(dims or {})  # the model's declared free dims
+        # invented dims the frontend merged (name -> representative) and the merges it refused
+        # (estimator/frontends/unify_dims.py), for --explain
+        self.dim_merges: dict[str, Expr] = {}
+        self.dim_conflicts: list[str] = []
         self.nx = nx.DiGraph()
         self.producer: dict[str, str] = {}
         for node in nodes:
@@ -212,8 +216,10 @@ class Graph:
     def with_tensors(self, tensors: Mapping[str, Tensor]) -> Graph:
         """A copy with some tensors replaced (same nodes)."""
         merged = {**self.tensors, **tensors}
-        return Graph(self.name, (self.node(n) for n in self.nx.nodes), merged, self.inputs, self.outputs,
-                     self.opsets, self.dims)
+        g = Graph(self.name, (self.node(n) for n in self.nx.nodes), merged, self.inputs, self.outputs,
+                  self.opsets, self.dims)
+        g.dim_merges, g.dim_conflicts = self.dim_merges, self.dim_conflicts
+        return g
 
     def __len__(self) -> int:
         return self.nx.number_of_nodes()

@@ -52,7 +52,8 @@ def _point_totals(result, values):
 
 
 def test_unknown_dims_price_the_same_values_flat_or_not(monkeypatch):
-    graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(2, named=False), infer=False)
+    graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(2, named=False), infer=False,
+                                     unify=False)  # every dim its own: the flat path
     unknown = sorted(graph.free_symbols(), key=lambda s: s.name)
     assert len(unknown) > sm.SIMPLIFY_MAX_DIMS  # 2 blocks x 9 tensors x 3 dims, each its own
     hw = hwdesc.load("b200")
@@ -125,7 +126,8 @@ def test_rebuilt_rounding_functions_equal_sympys():
 def test_flat_and_full_pricing_never_share_a_remembered_timing(monkeypatch):
     # the cross-call memo (tiling/memo.py) keys on flat(): the same kernels priced flat and not are built
     # in different forms, and a full pricing must not be handed a flat one
-    graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(1, named=False), infer=False)
+    graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(1, named=False), infer=False,
+                                     unify=False)
     hw = hwdesc.load("b200")
     flat = estimate(graph, hw, tiling=True)
     monkeypatch.setattr(sm, "SIMPLIFY_MAX_DIMS", 10_000)

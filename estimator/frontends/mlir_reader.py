@@ -29,7 +29,7 @@ from typing import Any
 
 import sympy
 
-from estimator.frontends import aten_registry
+from estimator.frontends import aten_registry, unify_dims
 from estimator.frontends.aten_call import Call, PendingList, TRef, generic, scalar_value
 from estimator.frontends.aten_registry import UnmappableError
 from estimator.frontends.onnx_import import HOST_CONST_MAX_NUMEL, FrontendError
@@ -270,11 +270,14 @@ class Reader:
     def graph(self, name: str, inputs: list[str], outputs: list[str]) -> Graph:
         used = {t for n in self.nodes for t in (*n.inputs, *n.outputs) if t} | set(inputs) | set(outputs)
         tensors = {k: v for k, v in self.tensors.items() if k in used}
+        unified = unify_dims.unify(self.nodes, tensors, inputs)  # invented dims the ops prove equal
+        tensors = unified.tensors
         declared = {}
         for i in inputs:
             for d in tensors[i].shape or ():
                 declared.update({s.name: s for s in d.free_symbols if not s.name.startswith("unk__")})
         g = Graph(name, self.nodes, tensors, inputs, outputs, {"": OPSET}, declared)
+        g.dim_merges, g.dim_conflicts = unified.merges, unified.conflicts
         # NB: Graph has no field for dim ranges; passes that rebuild the graph drop this attribute.
         g.dim_ranges = dict(self.ranges)
         return g

@@ -20,7 +20,7 @@ from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
 from estimator.errors import UserError
-from estimator.frontends import quant_types
+from estimator.frontends import quant_types, unify_dims
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13
@@ -218,11 +218,13 @@ def _numel(dims: Iterable[int]) -> int:
     return int(np.prod(list(dims), dtype=np.int64)) if dims else 1
 
 
-def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None = None) -> Graph:
+def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None = None,
+             unify: bool = True) -> Graph:
     """Build the IR. Tensor constness: initializers and Constants with at most HOST_CONST_MAX_NUMEL
     elements, Shape/Size outputs, and anything computed only from those are host-side values; bigger
     initializers are weights, and values computed only from weights and host values are weight-derived
-    (is_weight: persistent buffers read from DRAM)."""
+    (is_weight: persistent buffers read from DRAM). `unify`: merge the invented dims the ops prove equal
+    (unify_dims.py; off only to study pricing over dims that stay apart)."""
     g = model.graph
     tensors: dict[str, Tensor] = {}
     for vi in _value_infos(g):
@@ -237,13 +239,6 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
                                     is_const=True, value=_small_value(init) if small else None)
     initializer_names = {i.name for i in g.initializer} | set(weights)
     inputs = [vi.name for vi in g.input if vi.name not in initializer_names]
-    declared = {}
-    for name in inputs:
-        t = tensors.get(name)  # sequence / optional inputs are not tensors
-        for d in (t.shape if t is not None and t.shape else ()):
-            for s in d.free_symbols:
-                declared[s.name] = s
-
     nodes = []
     used_names: set[str] = set()
     for i, n in enumerate(g.node):
@@ -254,8 +249,19 @@ def to_graph(model: onnx.ModelProto, weights: dict[str, onnx.TensorProto] | None
         attrs = {a.name: _attr_value(a) for a in n.attribute}
         nodes.append(Node(name, n.op_type, n.domain, tuple(n.input), tuple(n.output), attrs))
     _mark_constness(nodes, tensors)
+    # invented dims the ops prove equal become one symbol
+    unified = unify_dims.unify(nodes, tensors, inputs) if unify else unify_dims.Unified(tensors)
+    tensors = unified.tensors
+    declared = {}
+    for name in inputs:
+        t = tensors.get(name)  # sequence / optional inputs are not tensors
+        for d in (t.shape if t is not None and t.shape else ()):
+            for s in d.free_symbols:
+                declared[s.name] = s
     opsets = {imp.domain or "": imp.version for imp in model.opset_import}
-    return Graph(g.name or "model", nodes, tensors, inputs, [o.name for o in g.output], opsets, declared)
+    graph = Graph(g.name or "model", nodes, tensors, inputs, [o.name for o in g.output], opsets, declared)
+    graph.dim_merges, graph.dim_conflicts = unified.merges, unified.conflicts
+    return graph
 
 
 def _small_value(init: onnx.TensorProto) -> tuple | None:

@@ -53,7 +53,30 @@ def compare_table(results: dict[str, Result]) -> str:
 
 def explain(result: Result, examples: int = 3) -> str:
     """Every refused fusion and near miss ("near miss: ..."), grouped by rule and reason, with a few
-    example nodes."""
+    example nodes; then the invented dims the frontend merged (dim_merges)."""
+    return "\n".join([_refused(result, examples), *dim_merges(result, examples)])
+
+
+def dim_merges(result: Result, examples: int = 3) -> list[str]:
+    """The invented dims merged into each representative (frontends/unify_dims.py), a few names each,
+    and the merges refused as conflicts."""
+    into: dict[str, list[str]] = defaultdict(list)
+    for name, rep in result.dim_merges.items():
+        into[str(rep)].append(name)
+    lines = [f"merged dims ({len(result.dim_merges)} invented dims the graph proves equal to another):"
+             ] if into else []
+    for rep, names in sorted(into.items(), key=lambda kv: -len(kv[1])):
+        more = f" (+{len(names) - examples} more)" if len(names) > examples else ""
+        lines.append(f"  {rep} <- {len(names)}: {', '.join(names[:examples])}{more}")
+    if result.dim_conflicts:
+        lines.append(f"dims not merged ({len(result.dim_conflicts)} conflicting equalities):")
+        lines += [f"  {c}" for c in result.dim_conflicts[:examples]]
+        if len(result.dim_conflicts) > examples:
+            lines.append(f"  (+{len(result.dim_conflicts) - examples} more)")
+    return ["", *lines] if lines else []
+
+
+def _refused(result: Result, examples: int) -> str:
     if not result.refusals:
         return f"\nno fusion was refused and no near miss (fusion {result.fusion})"
     by_rule: dict[str, dict[str, list[tuple[str, ...]]]] = defaultdict(lambda: defaultdict(list))
