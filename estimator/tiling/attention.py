@@ -45,6 +45,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from estimator.tiling import decode_launch
 from estimator.tiling import symmath as sm
 from estimator.tiling.gemm import Hw
 from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
@@ -202,8 +205,8 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
     # other CTAs of a KV head (a group past max_group) re-read them from L2.
     dram = a.dram_bytes + a.batch * a.kv_heads * pad * (a.dk + a.dv) * a.kv_bytes
-    if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
-        dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
+    # fp32 partial O and log-sum-exp per split, written then read by the combine
+    dram = dram + sm.where(split > 1, 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES, 0)
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
     # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
     kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
@@ -213,11 +216,15 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
     t_compute = t_cta + chain
-    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2)
-    if split > 1:
-        time = time + split_s(eff)
-    name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
-    return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
+    return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
+                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def _split_name(split: Any) -> str:
+    if isinstance(split, np.ndarray):  # the library's split per row (calibration arrays)
+        return " splitKV(library)"
+    return f" splitKV{split}" if split > 1 else ""
 
 
 def l2_fraction(eff: dict) -> float:
@@ -235,6 +242,16 @@ def split_s(eff: dict) -> float:
     return eff.get("attention_split_s", eff["split_k_s"])
 
 
+def combine_s(eff: dict, split: Any) -> Any:
+    """The combine of `split` KV splits (0 for one): split_s plus `attention_split_each_s` per split. The
+    last CTA of a sequence merges the partials one after another (TensorRT-LLM's XQA and masked-MHA
+    multi-block modes), each a dependent load of a partial O tile and its row max and sum; fitted on the
+    H100 decode table (batch 1, one KV head, fp8 hd 128: 12.5 -> 31.0 us from 23 to 91 splits at
+    8K -> 128K keys, ~0.12 us per split once the K/V bytes are taken off). NB: one figure per split,
+    whatever the tile's rows and head dim."""
+    return sm.where(split > 1, split_s(eff) + eff.get("attention_split_each_s", 0.0) * split, 0.0)
+
+
 def fixed_s(hw: Hw, decode: bool) -> float:
     """Launch, pipeline fill and the attention op's companion kernels (prefill or decode)."""
     eff = hw.eff
@@ -244,25 +261,15 @@ def fixed_s(hw: Hw, decode: bool) -> float:
 
 def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
-    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time")
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split")
     merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
-    return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, split=a.split, **merged)
+    return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, **merged)
 
 
 def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterator[AttnChoice]:
     """The candidates of `candidates`, priced one at a time (decode: only `split`'s when given)."""
     if a.decode:
-        group = sm.num(a.heads / a.kv_heads)
-        for s in menu.decode_splits:
-            if split is not None and s != split:
-                continue
-            if sm.is_sym(group):  # NB: a free group size is priced with the MMA kernel
-                yield decode(a, menu, s, hw, grouped=True)
-            elif hasattr(group, "shape"):
-                grouped = (group > 1) & (group <= menu.decode_max_group)
-                yield _merge(grouped, decode(a, menu, s, hw, True), decode(a, menu, s, hw, False))
-            else:
-                yield decode(a, menu, s, hw, grouped=1 < group <= menu.decode_max_group)
+        yield from _decode_each(a, menu, hw, split)
         return
     dk = sm.num(a.dk)
     for tile in menu.attention_tiles:
@@ -273,6 +280,37 @@ def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterat
                                                             c.time * 0 + 1.0), c)
         elif not sm.numeric(dk) or dk <= tile.max_head_dim:
             yield c
+
+
+def _decode_each(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> Iterator[AttnChoice]:
+    """Decode candidates: at each of the menu's splits the grouped MMA kernel where the group fits it,
+    else the per-head one. With the framework's launch rule (menu.decode_launch) the grouped kernel
+    runs at the library's split only, and gives way to the per-head kernel where the library does
+    (decode_launch.py); `split` (repricing a choice) fixes the split. With free dims the library's
+    choices are undecidable: both kernels are offered and the numeric copy's choice is repriced."""
+    group = sm.num(a.heads / a.kv_heads)
+    # NB: a free group size is priced with the MMA kernel
+    fits: Any = True if sm.is_sym(group) else (group > 1) & (group <= menu.decode_max_group)
+    rule, dims = menu.decode_launch, tuple(sm.num(d) for d in (a.batch, a.kv_heads, a.seq_kv))
+    grouped_splits = menu.decode_splits if split is None else (split,)
+    if rule is not None and split is None and all(sm.numeric(d) for d in dims):
+        grouped_splits = (decode_launch.library_splits(rule, *dims, hw.sm_count, max(menu.decode_splits)),)
+        fits = fits & decode_launch.runs_grouped(rule, *dims, hw.sm_count, a.kv_bytes)
+    elif rule is not None and not isinstance(fits, np.ndarray) and fits:
+        fits = None  # undecidable with free dims: both kernels offered
+    if isinstance(fits, np.ndarray):  # rows of a table: per row the kernel the group (and rule) picks
+        lib = decode(a, menu, grouped_splits[0], hw, True) if rule is not None else None
+        for s in menu.decode_splits:
+            if split is None or s == split:
+                mma = lib if lib is not None else decode(a, menu, s, hw, True)
+                yield _merge(fits, mma, decode(a, menu, s, hw, False))
+        return
+    splits = {True: grouped_splits, False: (), None: grouped_splits}[None if fits is None else bool(fits)]
+    for s in splits:
+        yield decode(a, menu, s, hw, grouped=True)
+    if fits is None or not fits:
+        for s in menu.decode_splits if split is None else (split,):
+            yield decode(a, menu, s, hw, grouped=False)
 
 
 def candidates(a: Attn, menu: FamilyMenu, hw: Hw) -> list[AttnChoice]:

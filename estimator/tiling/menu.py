@@ -74,6 +74,18 @@ class DecodeKernel:
 
 
 @dataclass(frozen=True)
+class DecodeLaunch:
+    """The framework's host-side decode launch rule (estimator/tiling/decode_launch.py): KV splits from
+    the history, and the caches whose grouped kernel gives way to the per-head one on a small grid."""
+
+    min_tokens_per_split: int  # history tokens per split before the caps
+    split_sqrt_factor: int  # splits <= round(sqrt(factor * splits))
+    target_waves: int  # splits shrink so that the grid stays within this many waves
+    min_blocks_factor: int  # grouped kernel only when batch x kv_heads x splits x this >= SMs
+    fallback_kv_bytes: tuple[int, ...]  # K/V element sizes the per-head fallback applies to
+
+
+@dataclass(frozen=True)
 class FamilyMenu:
     family: str
     mma: str
@@ -97,6 +109,7 @@ class FamilyMenu:
     # "waves": CTAs launched in waves, as fitted on Hopper; "persistent": one CTA per slot taking tiles
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
+    decode_launch: DecodeLaunch | None = None  # None: the cheapest split, the grouped kernel whenever it fits
 
 
 def menus_dir() -> Path:
@@ -176,6 +189,21 @@ def _scheduler(gemm: dict, where: str, tmem: Tmem | None, tiles: tuple[GemmTile,
     return kind
 
 
+def _decode_launch(raw: Any, where: str) -> DecodeLaunch | None:
+    if raw is None:
+        return None
+    keys = ("min_tokens_per_split", "split_sqrt_factor", "target_waves", "min_blocks_factor")
+    if not isinstance(raw, dict) or set(raw) != {*keys, "fallback_kv_bytes", "source"}:
+        raise HwdescError(f"{where}: a mapping with {', '.join(keys)}, fallback_kv_bytes and source")
+    if not str(raw["source"] or "").strip():
+        raise HwdescError(f"{where}.source: every figure needs a non-empty `source` string")
+    fallback = raw["fallback_kv_bytes"]
+    if not isinstance(fallback, list):
+        raise HwdescError(f"{where}.fallback_kv_bytes: a list of K/V element sizes (may be empty)")
+    return DecodeLaunch(*(_positive_int(raw[k], f"{where}.{k}") for k in keys),
+                        tuple(_positive_int(b, f"{where}.fallback_kv_bytes") for b in fallback))
+
+
 def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     if raw is None:
         return None
@@ -225,6 +253,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         tmem=tmem,
         block_scaled=_block_scaled(gemm.get("block_scaled"), f"{where}.block_scaled"),
         scheduler=_scheduler(gemm, where, tmem, tiles),
+        decode_launch=_decode_launch(attn.get("decode_launch"), f"{path}: attention.decode_launch"),
     )
 
 
