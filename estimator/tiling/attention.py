@@ -42,7 +42,7 @@ metadata, the companion kernels' launches).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -186,19 +186,21 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
             group = sm.ceil_div(group, per_head)
             kv_ctas = a.kv_heads * per_head
         rows = kernel.q_rows * sm.ceil_div(group * a.seq_q, kernel.q_rows)
-        cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, a, hw)
+        # the kernel's own head dim (its smem tiles and MMAs); the DRAM bytes stay the real head's
+        tile = replace(a, dk=_head_dim(a.dk, kernel.head_dims), dv=_head_dim(a.dv, kernel.head_dims))
+        cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, tile, hw)
         cta_cost = kernel.cta_cost
         pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
-        rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
-    row_s = eff.get("attention_decode_row_s", 0.0) * rows * a.dk if grouped and kernel.row_cost else 0.0
+        rows, cpsm, cta_cost, tile = group * a.seq_q, menu.decode_ctas_per_sm, 1.0, a
+    row_s = eff.get("attention_decode_row_s", 0.0) * rows * tile.dk if grouped and kernel.row_cost else 0.0
     slots = hw.sm_count * cpsm
     kv_steps = sm.ceil_div(a.seq_kv, kv)
     # an MMA kernel runs whole kv tiles; a CUDA-core one only the keys there are
     steps = sm.ceil(kv_steps / split) if grouped else a.seq_kv / (kv * split)
     ctas = a.batch * kv_ctas * split
     waves = sm.ceil(ctas / slots)
-    t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
+    t_step = sm.maximum(_step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
     t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost + row_s
     t_stream = waves * steps * t_step
@@ -219,6 +221,17 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def _head_dim(d: Any, dims: tuple[int, ...]) -> Any:
+    """The smallest of a kernel's head dims `dims` that holds `d` (d itself past them, or with none, or
+    free: NB a free head dim is priced unpadded)."""
+    if not dims or sm.is_sym(d):
+        return d
+    out = d
+    for size in reversed(dims):
+        out = sm.where(d <= size, size, out)
+    return out
 
 
 def _split_name(split: Any) -> str:

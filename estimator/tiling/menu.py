@@ -71,6 +71,7 @@ class DecodeKernel:
     max_group: int = 0  # query heads one CTA takes (0: every head of the group); more: CTAs per KV head
     page_tokens: int = 1  # K/V move in whole blocks of this many tokens (the last one padded)
     row_cost: bool = False  # a CTA's fixed cost grows by efficiency.attention_decode_row_s per Q row x dk
+    head_dims: tuple[int, ...] = ()  # head dims the kernel is built for: smem and MMAs at the next one up
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,9 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
     for i, k in enumerate(raw):
         if not isinstance(k, dict) or not {"kv_bytes", "q_rows", "max_ctas_per_sm"} <= set(k) \
                 or set(k) - {"kv_bytes", "q_rows", "max_ctas_per_sm", "cta_cost", "max_group", "page_tokens",
-                          "row_cost"}:
+                          "row_cost", "head_dims"}:
             raise HwdescError(f"{where}.decode_mma[{i}]: keys kv_bytes (list), q_rows, max_ctas_per_sm, "
-                              f"cta_cost, max_group, page_tokens, row_cost (the last four optional)")
+                              f"cta_cost, max_group, page_tokens, row_cost, head_dims (the last five optional)")
         cost = k.get("cta_cost", 1.0)
         if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 < cost <= 1:
             raise HwdescError(f"{where}.decode_mma[{i}].cta_cost: a number in (0, 1], got {cost!r}")
@@ -160,7 +161,8 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
                                 _positive_int(k["max_ctas_per_sm"], f"{at}.max_ctas_per_sm"), float(cost),
                                 _positive_int(k["max_group"], f"{at}.max_group") if "max_group" in k else 0,
                                 _positive_int(k.get("page_tokens", 1), f"{at}.page_tokens"),
-                                k.get("row_cost", False)))
+                                k.get("row_cost", False),
+                                tuple(sorted(_positive_int(d, f"{at}.head_dims") for d in k.get("head_dims", ())))))
     return tuple(out)
 
 
