@@ -117,7 +117,7 @@ def test_bf16_decode_cta_cost_grows_with_its_16_row_q_tile():
     d16 = (attn_model.decode(a16, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
            - attn_model.decode(a16, HOPPER, 1, _hw(), grouped=True).time)
     assert d16 == pytest.approx(2.048e-6, rel=1e-9)
-    # the fp8 (sm90) kernel has no row cost: its CTA cost is attention_decode_cta_s * 0.5 alone
+    # the fp8 (sm90) kernel has no row cost: its CTA cost is attention_decode_cta_s * cta_cost alone
     f = replace(a, kv_bytes=1.0)
     assert (attn_model.decode(f, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
             == pytest.approx(attn_model.decode(f, HOPPER, 1, _hw(), grouped=True).time, rel=1e-12))

@@ -149,11 +149,13 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
                 or set(k) - {"kv_bytes", "q_rows", "max_ctas_per_sm", "cta_cost", "max_group", "page_tokens",
                           "row_cost", "head_dims"}:
             raise HwdescError(f"{where}.decode_mma[{i}]: keys kv_bytes (list), q_rows, max_ctas_per_sm, "
-                              f"cta_cost, max_group, page_tokens, row_cost, head_dims (the last five optional)")
+                              f"cta_cost, max_group, page_tokens, row_cost, head_dims (the last five "
+                              f"optional)")
         cost = k.get("cta_cost", 1.0)
         if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 < cost <= 1:
             raise HwdescError(f"{where}.decode_mma[{i}].cta_cost: a number in (0, 1], got {cost!r}")
         at = f"{where}.decode_mma[{i}]"
+        dims = tuple(sorted(_positive_int(d, f"{at}.head_dims") for d in k.get("head_dims", ())))
         if not isinstance(k.get("row_cost", False), bool):
             raise HwdescError(f"{at}.row_cost: true or false, got {k['row_cost']!r}")
         out.append(DecodeKernel(tuple(_positive_int(b, f"{at}.kv_bytes") for b in k["kv_bytes"]),
@@ -161,8 +163,7 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
                                 _positive_int(k["max_ctas_per_sm"], f"{at}.max_ctas_per_sm"), float(cost),
                                 _positive_int(k["max_group"], f"{at}.max_group") if "max_group" in k else 0,
                                 _positive_int(k.get("page_tokens", 1), f"{at}.page_tokens"),
-                                k.get("row_cost", False),
-                                tuple(sorted(_positive_int(d, f"{at}.head_dims") for d in k.get("head_dims", ())))))
+                                k.get("row_cost", False), dims))
     return tuple(out)
 
 
