@@ -33,6 +33,10 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
     estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
 
 The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
+An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
+up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
+kernel runs at the library's split, not the cheapest one, and a small grid on a 16-bit cache runs the
+per-head kernel as the library does. A split decode pays the combine: combine_s.
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
