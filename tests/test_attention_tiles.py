@@ -117,7 +117,7 @@ def test_bf16_decode_cta_cost_grows_with_its_16_row_q_tile():
     d16 = (attn_model.decode(a16, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
            - attn_model.decode(a16, HOPPER, 1, _hw(), grouped=True).time)
     assert d16 == pytest.approx(2.048e-6, rel=1e-9)
-    # the fp8 (sm90) kernel has no row cost: its CTA cost is attention_decode_cta_s * 0.5 alone
+    # the fp8 (sm90) kernel has no row cost: its CTA cost is attention_decode_cta_s * cta_cost alone
     f = replace(a, kv_bytes=1.0)
     assert (attn_model.decode(f, HOPPER, 1, _hw(attention_decode_row_s=1e-9), grouped=True).time
             == pytest.approx(attn_model.decode(f, HOPPER, 1, _hw(), grouped=True).time, rel=1e-12))
@@ -130,3 +130,18 @@ def test_decode_kernel_row_cost_must_be_a_bool():
     raw["attention"]["decode_mma"][1]["row_cost"] = 1
     with pytest.raises(hwdesc.HwdescError, match="row_cost"):
         parse(raw, "hopper.yaml")
+
+
+def test_decode_kernel_pads_the_head_to_its_built_sizes():
+    # XQA and the mma.sync kernel are built for head dims 64 / 128 / 256: hd 192 runs as 256
+    dims = HOPPER.decode_mma[0].head_dims
+    assert dims == (64, 128, 256)
+    assert attn_model._head_dim(192, dims) == 256 and attn_model._head_dim(64, dims) == 64
+    assert attn_model._head_dim(300, dims) == 300  # past the largest: as it is
+    # fp8 smem per CTA: 8 Q rows x dk x 2 B + two stages of 128 keys x (dk + dv) x 1 B
+    #   hd 256 (and 192 padded): 4096 + 131072 = 135168 B -> 233472 // 135168 = 1 CTA per SM
+    #   hd 128: 2048 + 65536 = 67584 B -> 3 (the kernel's cap)
+    cpsm = {hd: attn_model.decode(_attn(heads=8, kv_heads=1, seq_q=1, seq_kv=64, dk=hd, dv=hd, kv_bytes=1.0,
+                                        decode=True), HOPPER, 1, HW, grouped=True).ctas_per_sm
+            for hd in (128, 192, 256)}
+    assert cpsm == {128: 3, 192: 1, 256: 1}

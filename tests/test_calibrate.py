@@ -29,6 +29,13 @@ def test_nelder_mead_finds_a_quadratic_minimum():
     assert v == pytest.approx(0.5, abs=1e-4)
 
 
+def test_decode_keys_are_read_by_decode_kernels_only():
+    # --decode leaves every constant a prefill kernel reads as it is: the context table cannot move
+    assert set(calibrate.DECODE_KEYS) < set(calibrate.ATTENTION_KEYS)
+    assert not set(calibrate.DECODE_KEYS) & {"softmax_overlap", "attention_cta_s", "attention_step_s",
+                                             "attention_prefill_s", "attention_l2"}
+
+
 def test_rounded_keeps_three_significant_digits():
     assert calibrate.rounded({"a": 0.81934, "b": 1.7649e-6}) == {"a": 0.819, "b": 1.76e-6}
 

@@ -229,9 +229,10 @@ def test_split_kv_decode_attention_at_batch_1():
     (rec,) = considered(ctx, ["split-kv"])
     ev = rec.evidence
     # grouped-query decode: 32 query heads share 8 KV heads, one CTA per KV head (each reads its K/V
-    # once for 4 query heads) at batch 1 without a split, x4 with the chosen splitKV4
-    assert ev["tile"].endswith("splitKV4")
-    assert (ev["ctas_without_split"], ev["ctas"]) == (8, 8 * 4)
+    # once for 4 query heads) at batch 1 without a split, x16 with TensorRT-LLM's split: 4097 keys // 128
+    # = 32, capped at round(sqrt(8 x 32)) = 16; 8 x 16 = 128 CTAs are under one wave, no cut
+    assert ev["tile"].endswith("splitKV16")
+    assert (ev["ctas_without_split"], ev["ctas"]) == (8, 8 * 16)
     assert ev["calls"] == 32  # one attention kernel per layer
     assert rec.estimate_s == ctx.total_s  # the estimate already assumes the split
     assert rec.gain_s > 0 and "without split-KV" in rec.reason

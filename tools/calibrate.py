@@ -21,6 +21,10 @@ validation reports), on a seeded sample of rows per table:
      constrained by GEMMs alone).
 `--attention` runs stage 2 alone on the two attention tables, without `l2` (every GEMM constant as the
 descriptor has it), and `--write` then writes only the attention constants.
+`--decode` fits only the constants no prefill kernel reads (DECODE_KEYS: the decode op's and CTA's
+fixed costs, the bf16 kernel's row cost, the split-KV combine) on the generation table, every other
+constant as the descriptor has it, so the context table's figures stay exactly as they are; `--write`
+then writes only those.
 `--gemm-keys K1,K2` runs stage 1 on the named GEMM constants only (e.g. the output path,
 `epilogue_store,dram_store`), every other constant as the descriptor has it and the attention tables
 untouched.
@@ -75,7 +79,10 @@ GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s",
              "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s",
-                  "attention_decode_row_s")
+                  "attention_decode_row_s", "attention_split_each_s")
+# read by decode kernels only (estimator/tiling/attention.py decode, combine_s)
+DECODE_KEYS = ("attention_decode_s", "attention_decode_cta_s", "attention_split_s", "attention_decode_row_s",
+               "attention_split_each_s")
 FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",
              "dram_store")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
@@ -83,7 +90,7 @@ START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s"
          "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
          "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6,
-         "attention_decode_row_s": 5e-10}
+         "attention_decode_row_s": 5e-10, "attention_split_each_s": 1e-7}
 
 
 # ---- tables ---------------------------------------------------------------------------------------
@@ -442,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp8-sample", type=int, default=200)
     ap.add_argument("--attention", action="store_true",
                     help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
+    ap.add_argument("--decode", action="store_true",
+                    help="fit only the decode-only attention constants on the generation table")
     ap.add_argument("--gemm-keys", help="comma list: fit only these GEMM constants, on the GEMM table "
                     "alone (stage 1; the attention constants and tables untouched)")
     args = ap.parse_args(argv)
@@ -462,7 +471,10 @@ def main(argv: list[str] | None = None) -> int:
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
     consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
-    if args.attention and not args.no_fit:  # the GEMM constants (and l2) stay as the descriptor has them
+    if args.decode and not args.no_fit:  # every constant a prefill kernel reads stays as it is
+        consts = rounded(fit(DECODE_KEYS, [(gen, sample(len(gen.rows["t"]), args.sample, args.seed))], hw,
+                             menu, consts))
+    elif args.attention and not args.no_fit:  # the GEMM constants (and l2) stay as the descriptor has them
         tables = [(t, sample(len(t.rows["t"]), args.sample, args.seed)) for t in (ctx, gen)]
         consts = rounded(fit(ATTENTION_KEYS, tables, hw, menu, consts))
     elif not args.no_fit:
@@ -484,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     for table in (gemm, ctx, gen):
         print("\n".join(residuals(table, fitted, menu)))
     if args.write:
-        written = {k: consts[k] for k in ATTENTION_KEYS} if args.attention else consts
+        written = {k: consts[k] for k in DECODE_KEYS} if args.decode else \
+            {k: consts[k] for k in ATTENTION_KEYS} if args.attention else consts
         print("wrote " + ", ".join(write_descriptors(written)))
     return 0
 

@@ -33,6 +33,10 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
     estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
 
 The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
+An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
+up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
+kernel runs at the library's split, not the cheapest one, and a small grid on a 16-bit cache runs the
+per-head kernel as the library does. A split decode pays the combine: combine_s.
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
@@ -42,9 +46,12 @@ metadata, the companion kernels' launches).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
+from estimator.tiling import decode_launch
 from estimator.tiling import symmath as sm
 from estimator.tiling.gemm import Hw
 from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
@@ -183,27 +190,29 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
             group = sm.ceil_div(group, per_head)
             kv_ctas = a.kv_heads * per_head
         rows = kernel.q_rows * sm.ceil_div(group * a.seq_q, kernel.q_rows)
-        cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, a, hw)
+        # the kernel's own head dim (its smem tiles and MMAs); the DRAM bytes stay the real head's
+        tile = replace(a, dk=_head_dim(a.dk, kernel.head_dims), dv=_head_dim(a.dv, kernel.head_dims))
+        cpsm = _smem_ctas(rows, kv, kernel.max_ctas_per_sm, tile, hw)
         cta_cost = kernel.cta_cost
         pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
-        rows, cpsm, cta_cost = group * a.seq_q, menu.decode_ctas_per_sm, 1.0
-    row_s = eff.get("attention_decode_row_s", 0.0) * rows * a.dk if grouped and kernel.row_cost else 0.0
+        rows, cpsm, cta_cost, tile = group * a.seq_q, menu.decode_ctas_per_sm, 1.0, a
+    row_s = eff.get("attention_decode_row_s", 0.0) * rows * tile.dk if grouped and kernel.row_cost else 0.0
     slots = hw.sm_count * cpsm
     kv_steps = sm.ceil_div(a.seq_kv, kv)
     # an MMA kernel runs whole kv tiles; a CUDA-core one only the keys there are
     steps = sm.ceil(kv_steps / split) if grouped else a.seq_kv / (kv * split)
     ctas = a.batch * kv_ctas * split
     waves = sm.ceil(ctas / slots)
-    t_step = sm.maximum(_step_time(a, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
+    t_step = sm.maximum(_step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
                         eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
     t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost + row_s
     t_stream = waves * steps * t_step
     # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
     # other CTAs of a KV head (a group past max_group) re-read them from L2.
     dram = a.dram_bytes + a.batch * a.kv_heads * pad * (a.dk + a.dv) * a.kv_bytes
-    if split > 1:  # fp32 partial O and log-sum-exp per split, written then read by the combine
-        dram = dram + 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES
+    # fp32 partial O and log-sum-exp per split, written then read by the combine
+    dram = dram + sm.where(split > 1, 2 * split * a.batch * a.heads * a.seq_q * (a.dv + 1) * FP32_BYTES, 0)
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
     # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
     kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
@@ -213,11 +222,26 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
     t_compute = t_cta + chain
-    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2)
-    if split > 1:
-        time = time + split_s(eff)
-    name = f"decode {'mma' if grouped else 'simt'} kv{kv}" + (f" splitKV{split}" if split > 1 else "")
-    return AttnChoice(name, ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+    time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
+    return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
+                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def _head_dim(d: Any, dims: tuple[int, ...]) -> Any:
+    """The smallest of a kernel's head dims `dims` that holds `d` (d itself past them, or with none, or
+    free: NB a free head dim is priced unpadded)."""
+    if not dims or sm.is_sym(d):
+        return d
+    out = d
+    for size in reversed(dims):
+        out = sm.where(d <= size, size, out)
+    return out
+
+
+def _split_name(split: Any) -> str:
+    if isinstance(split, np.ndarray):  # the library's split per row (calibration arrays)
+        return " splitKV(library)"
+    return f" splitKV{split}" if split > 1 else ""
 
 
 def l2_fraction(eff: dict) -> float:
@@ -235,6 +259,16 @@ def split_s(eff: dict) -> float:
     return eff.get("attention_split_s", eff["split_k_s"])
 
 
+def combine_s(eff: dict, split: Any) -> Any:
+    """The combine of `split` KV splits (0 for one): split_s plus `attention_split_each_s` per split. The
+    last CTA of a sequence merges the partials one after another (TensorRT-LLM's XQA and masked-MHA
+    multi-block modes), each a dependent load of a partial O tile and its row max and sum; fitted on the
+    H100 decode table (batch 1, one KV head, fp8 hd 128: 12.5 -> 31.0 us from 23 to 91 splits at
+    8K -> 128K keys, ~0.12 us per split once the K/V bytes are taken off). NB: one figure per split,
+    whatever the tile's rows and head dim."""
+    return sm.where(split > 1, split_s(eff) + eff.get("attention_split_each_s", 0.0) * split, 0.0)
+
+
 def fixed_s(hw: Hw, decode: bool) -> float:
     """Launch, pipeline fill and the attention op's companion kernels (prefill or decode)."""
     eff = hw.eff
@@ -244,25 +278,15 @@ def fixed_s(hw: Hw, decode: bool) -> float:
 
 def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
-    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time")
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split")
     merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
-    return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, split=a.split, **merged)
+    return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, **merged)
 
 
 def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterator[AttnChoice]:
     """The candidates of `candidates`, priced one at a time (decode: only `split`'s when given)."""
     if a.decode:
-        group = sm.num(a.heads / a.kv_heads)
-        for s in menu.decode_splits:
-            if split is not None and s != split:
-                continue
-            if sm.is_sym(group):  # NB: a free group size is priced with the MMA kernel
-                yield decode(a, menu, s, hw, grouped=True)
-            elif hasattr(group, "shape"):
-                grouped = (group > 1) & (group <= menu.decode_max_group)
-                yield _merge(grouped, decode(a, menu, s, hw, True), decode(a, menu, s, hw, False))
-            else:
-                yield decode(a, menu, s, hw, grouped=1 < group <= menu.decode_max_group)
+        yield from _decode_each(a, menu, hw, split)
         return
     dk = sm.num(a.dk)
     for tile in menu.attention_tiles:
@@ -273,6 +297,37 @@ def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterat
                                                             c.time * 0 + 1.0), c)
         elif not sm.numeric(dk) or dk <= tile.max_head_dim:
             yield c
+
+
+def _decode_each(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> Iterator[AttnChoice]:
+    """Decode candidates: at each of the menu's splits the grouped MMA kernel where the group fits it,
+    else the per-head one. With the framework's launch rule (menu.decode_launch) the grouped kernel
+    runs at the library's split only, and gives way to the per-head kernel where the library does
+    (decode_launch.py); `split` (repricing a choice) fixes the split. With free dims the library's
+    choices are undecidable: both kernels are offered and the numeric copy's choice is repriced."""
+    group = sm.num(a.heads / a.kv_heads)
+    # NB: a free group size is priced with the MMA kernel
+    fits: Any = True if sm.is_sym(group) else (group > 1) & (group <= menu.decode_max_group)
+    rule, dims = menu.decode_launch, tuple(sm.num(d) for d in (a.batch, a.kv_heads, a.seq_kv))
+    grouped_splits = menu.decode_splits if split is None else (split,)
+    if rule is not None and split is None and all(sm.numeric(d) for d in dims):
+        grouped_splits = (decode_launch.library_splits(rule, *dims, hw.sm_count, max(menu.decode_splits)),)
+        fits = fits & decode_launch.runs_grouped(rule, *dims, hw.sm_count, a.kv_bytes)
+    elif rule is not None and not isinstance(fits, np.ndarray) and fits:
+        fits = None  # undecidable with free dims: both kernels offered
+    if isinstance(fits, np.ndarray):  # rows of a table: per row the kernel the group (and rule) picks
+        lib = decode(a, menu, grouped_splits[0], hw, True) if rule is not None else None
+        for s in menu.decode_splits:
+            if split is None or s == split:
+                mma = lib if lib is not None else decode(a, menu, s, hw, True)
+                yield _merge(fits, mma, decode(a, menu, s, hw, False))
+        return
+    splits = {True: grouped_splits, False: (), None: grouped_splits}[None if fits is None else bool(fits)]
+    for s in splits:
+        yield decode(a, menu, s, hw, grouped=True)
+    if fits is None or not fits:
+        for s in menu.decode_splits if split is None else (split,):
+            yield decode(a, menu, s, hw, grouped=False)
 
 
 def candidates(a: Attn, menu: FamilyMenu, hw: Hw) -> list[AttnChoice]:

@@ -71,6 +71,19 @@ class DecodeKernel:
     max_group: int = 0  # query heads one CTA takes (0: every head of the group); more: CTAs per KV head
     page_tokens: int = 1  # K/V move in whole blocks of this many tokens (the last one padded)
     row_cost: bool = False  # a CTA's fixed cost grows by efficiency.attention_decode_row_s per Q row x dk
+    head_dims: tuple[int, ...] = ()  # head dims the kernel is built for: smem and MMAs at the next one up
+
+
+@dataclass(frozen=True)
+class DecodeLaunch:
+    """The framework's host-side decode launch rule (estimator/tiling/decode_launch.py): KV splits from
+    the history, and the caches whose grouped kernel gives way to the per-head one on a small grid."""
+
+    min_tokens_per_split: int  # history tokens per split before the caps
+    split_sqrt_factor: int  # splits <= round(sqrt(factor * splits))
+    target_waves: int  # splits shrink so that the grid stays within this many waves
+    min_blocks_factor: int  # grouped kernel only when batch x kv_heads x splits x this >= SMs
+    fallback_kv_bytes: tuple[int, ...]  # K/V element sizes the per-head fallback applies to
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,7 @@ class FamilyMenu:
     # "waves": CTAs launched in waves, as fitted on Hopper; "persistent": one CTA per slot taking tiles
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
+    decode_launch: DecodeLaunch | None = None  # None: the cheapest split, the grouped kernel whenever it fits
 
 
 def menus_dir() -> Path:
@@ -133,13 +147,15 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
     for i, k in enumerate(raw):
         if not isinstance(k, dict) or not {"kv_bytes", "q_rows", "max_ctas_per_sm"} <= set(k) \
                 or set(k) - {"kv_bytes", "q_rows", "max_ctas_per_sm", "cta_cost", "max_group", "page_tokens",
-                          "row_cost"}:
+                          "row_cost", "head_dims"}:
             raise HwdescError(f"{where}.decode_mma[{i}]: keys kv_bytes (list), q_rows, max_ctas_per_sm, "
-                              f"cta_cost, max_group, page_tokens, row_cost (the last four optional)")
+                              f"cta_cost, max_group, page_tokens, row_cost, head_dims (the last five "
+                              f"optional)")
         cost = k.get("cta_cost", 1.0)
         if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 < cost <= 1:
             raise HwdescError(f"{where}.decode_mma[{i}].cta_cost: a number in (0, 1], got {cost!r}")
         at = f"{where}.decode_mma[{i}]"
+        dims = tuple(sorted(_positive_int(d, f"{at}.head_dims") for d in k.get("head_dims", ())))
         if not isinstance(k.get("row_cost", False), bool):
             raise HwdescError(f"{at}.row_cost: true or false, got {k['row_cost']!r}")
         out.append(DecodeKernel(tuple(_positive_int(b, f"{at}.kv_bytes") for b in k["kv_bytes"]),
@@ -147,7 +163,7 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
                                 _positive_int(k["max_ctas_per_sm"], f"{at}.max_ctas_per_sm"), float(cost),
                                 _positive_int(k["max_group"], f"{at}.max_group") if "max_group" in k else 0,
                                 _positive_int(k.get("page_tokens", 1), f"{at}.page_tokens"),
-                                k.get("row_cost", False)))
+                                k.get("row_cost", False), dims))
     return tuple(out)
 
 
@@ -174,6 +190,21 @@ def _scheduler(gemm: dict, where: str, tmem: Tmem | None, tiles: tuple[GemmTile,
         raise HwdescError(f"{where}.tiles: {pair.m}x{pair.n} spans {pair.sms} SMs (a 2-CTA tcgen05 tile), "
                           f"which needs `tmem`")
     return kind
+
+
+def _decode_launch(raw: Any, where: str) -> DecodeLaunch | None:
+    if raw is None:
+        return None
+    keys = ("min_tokens_per_split", "split_sqrt_factor", "target_waves", "min_blocks_factor")
+    if not isinstance(raw, dict) or set(raw) != {*keys, "fallback_kv_bytes", "source"}:
+        raise HwdescError(f"{where}: a mapping with {', '.join(keys)}, fallback_kv_bytes and source")
+    if not str(raw["source"] or "").strip():
+        raise HwdescError(f"{where}.source: every figure needs a non-empty `source` string")
+    fallback = raw["fallback_kv_bytes"]
+    if not isinstance(fallback, list):
+        raise HwdescError(f"{where}.fallback_kv_bytes: a list of K/V element sizes (may be empty)")
+    return DecodeLaunch(*(_positive_int(raw[k], f"{where}.{k}") for k in keys),
+                        tuple(_positive_int(b, f"{where}.fallback_kv_bytes") for b in fallback))
 
 
 def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
@@ -225,6 +256,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         tmem=tmem,
         block_scaled=_block_scaled(gemm.get("block_scaled"), f"{where}.block_scaled"),
         scheduler=_scheduler(gemm, where, tmem, tiles),
+        decode_launch=_decode_launch(attn.get("decode_launch"), f"{path}: attention.decode_launch"),
     )
 
 

@@ -358,7 +358,7 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
     best = _choose(a, lambda p: attn_model.candidates(p, menu, hwp),
                    lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
-    fixed = attn_model.fixed_s(hwp, a.decode) + (attn_model.split_s(eff) if best.split > 1 else 0)
+    fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
     memory = sm.maximum(best.t_dram, best.t_l2)
     util = work.flops[unit] / (best.time * a.peak) if unit[0] == TENSOR else None
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,

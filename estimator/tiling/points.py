@@ -162,7 +162,7 @@ class KernelPricer:
     def _attention_kind(self, a: attn_model.Attn, n: int) -> PointPrice:
         choices = attn_model.candidates(a, self.menu, self.hwp)
         base = attn_model.fixed_s(self.hwp, a.decode)
-        return select(choices, n, lambda c: base + (self.eff["split_k_s"] if c.split > 1 else 0))
+        return select(choices, n, lambda c: base + attn_model.combine_s(self.eff, c.split))
 
 
 _ARRAY_FIELDS = ("batch", "m", "n", "k", "dram_bytes")
