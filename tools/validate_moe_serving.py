@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -148,6 +149,34 @@ def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: in
     return float(t)
 
 
+# Frameworks whose default scheduler runs a new prefill batch whenever one can be formed and decodes
+# only when none can, never mixing the two: a closed loop of equal requests then runs in lock-step waves.
+PREFILL_FIRST = {"sglang": "SGLang Scheduler.get_next_batch_to_run: 'Run prefill first if possible' "
+                           "(get_new_batch_prefill before update_running_batch); enable_mixed_chunk False"}
+
+
+def wave_tpot_s(step, prefill, batch: int, isl: float, osl: float, chunk: int, i: int = 0) -> float:
+    """One row's TPOT under a prefill-first scheduler (PREFILL_FIRST): the batch requests of a wave
+    arrive together (the previous wave's all finished at the same step), are prefilled in
+    S = ceil(batch x isl / chunk) steps of `chunk` prompt tokens (the framework's max_num_tokens, SGLang's
+    chunked_prefill_size) with every decode stalled, then decode together for osl - 1 steps. A request's
+    first token comes at the end of its last chunk; the chunks after it stall its decoding and count in
+    its TPOT: TPOT = T_dec(past isl + osl/2) + mean remaining prefill / (osl - 1).
+    The wave's prefill W = the non-attention kernels at each chunk's tokens + batch x one prompt's
+    attention. NB: the time is spread over the chunks in proportion to their tokens; a request whose
+    prompt ends in chunk c leaves W x (1 - c x chunk / total) (mean over the batch requests).
+    The in-flight model (tpot_s: batch / osl prefills on every step) charges (about) twice as much."""
+    (whole, _shared), past = step, isl + osl / 2
+    (pre, pre_shared) = prefill
+    total = batch * isl
+    chunks = [min(chunk, total - k) for k in range(0, int(total), chunk)]
+    attention = max(0.0, pre[i](isl) - pre_shared[i](isl))
+    work = sum(pre_shared[i](n) for n in chunks) + batch * attention
+    ends = [min(math.ceil((r + 1) * isl / chunk) * chunk, total) for r in range(batch)]
+    remaining = work * sum(1.0 - e / total for e in ends) / batch
+    return float(whole[i](past) + remaining / (osl - 1))
+
+
 def _prefill(graph, hw, precision: str, framework: str):
     """((with comm, without), (shared with comm, without)) functions seq -> seconds of one request's
     prefill of seq tokens and of its non-attention kernels (batch 1, eager collectives)."""
@@ -168,23 +197,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--frameworks", default="trtllm,vllm,sglang", help="only these backends' rows")
     ap.add_argument("--no-steady", dest="steady", action="store_false",
                     help="price the decode step alone (no in-flight prefills)")
     ap.add_argument("--no-mixed", dest="mixed", action="store_false",
                     help="charge each in-flight prefill whole on top of the decode step (the figures "
                          "before mixed steps were modelled)")
+    ap.add_argument("--no-waves", dest="waves", action="store_false",
+                    help="price a prefill-first framework's rows (SGLang) with the in-flight model too "
+                         "(the figures before its lock-step waves were modelled)")
     args = ap.parse_args(argv)
 
     import numpy as np
 
     import hwdesc
+    from estimator.serve.frameworks import framework
     from models.named_configs import NAMED
 
     hw = hwdesc.load("h100-sxm")
     rows = rows_of(args.csv)
     failed = False
     for name in args.models.split(","):
-        mine = [r for r in rows if r["model_path"] == MODELS[name]]
+        mine = [r for r in rows if r["model_path"] == MODELS[name]
+                and r["backend"] in args.frameworks.split(",")]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
             precision, stored = precision_of(r, NAMED[name])
@@ -205,8 +240,12 @@ def main(argv: list[str] | None = None) -> int:
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
             mixed = backend in MIXED_BATCHING and args.mixed
+            waves = backend in PREFILL_FIRST and prefill is not None and args.waves
+            chunk = int(framework(backend).max_num_tokens)
             for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
-                est = np.array([tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                est = np.array([wave_tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                            float(r["isl"]), float(r["osl"]), chunk, i) if waves else
+                                tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
                                        float(r["isl"]), float(r["osl"]), mixed, i)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
