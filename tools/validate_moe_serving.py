@@ -65,7 +65,25 @@ def precision_of(row: dict, cfg) -> tuple[str, str]:
     stored = cfg.moe.weight_format if cfg.moe is not None else ""
     if stored and not row.get("moe_quant_mode", "").startswith("fp8"):
         return "bf16", stored  # weight-only experts (W4A16), bf16 activations
+    if row.get("gemm_quant_mode") == "fp8" and W8A8_ROWS[0]:
+        return "w8a8", ""  # per-tensor fp8 linears, bf16 activations (estimator/w8a8.py)
     return ("fp8" if row["precision"] in ("fp8", "fp4") else "bf16"), ""
+
+
+W8A8_ROWS = [True]  # main() sets it from --no-w8a8
+# The KV cache of a per-tensor fp8 deployment: TensorRT-LLM takes the checkpoint's kv_cache_quant_algo
+# (FP8 in ModelOpt's fp8 recipe); vLLM's kv_cache_dtype default "auto" is the model dtype (bf16).
+W8A8_KV = {"trtllm": "fp8e4m3", "vllm": None, "sglang": None}
+
+
+def deployed(graph, precision: str, backend: str):
+    """(graph, --precision) of a row: "w8a8" re-types `graph` as estimator/w8a8.py (fp8 weights and GEMM
+    inputs with their quantization kernels, bf16 elsewhere) and leaves --precision unset."""
+    if precision != "w8a8":
+        return graph, precision
+    from estimator.w8a8 import w8a8
+
+    return w8a8(graph, "fp8e4m3", "bf16", W8A8_KV[backend]), None
 
 
 def with_expert_format(cfg, stored: str):
@@ -206,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-waves", dest="waves", action="store_false",
                     help="price a prefill-first framework's rows (SGLang) with the in-flight model too "
                          "(the figures before its lock-step waves were modelled)")
+    ap.add_argument("--no-w8a8", dest="w8a8", action="store_false",
+                    help="price per-tensor fp8 rows with --precision fp8 (every tensor fp8, no "
+                         "quantization kernels: the figures before)")
     args = ap.parse_args(argv)
+    W8A8_ROWS[0] = args.w8a8
 
     import numpy as np
 
@@ -235,8 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
             batches = {int(r["batch_size"]) for r in grp}
-            step = _decode_step(decode, hw, precision, batches, backend)
-            prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
+            decode, prec = deployed(decode, precision, backend)
+            step = _decode_step(decode, hw, prec, batches, backend)
+            prefill_graph, prec = deployed(prefill_graph, precision, backend)
+            prefill = _prefill(prefill_graph, hw, prec, backend) if args.steady else None
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
             mixed = backend in MIXED_BATCHING and args.mixed
