@@ -2,8 +2,12 @@
 
 `--precision fp8` (estimator/precision.py) re-types every float tensor, a what-if. A deployed fp8
 per-tensor checkpoint (TensorRT-LLM's FP8 QDQ linear, vLLM's fp8 linear) runs differently:
-- the weights of the linear layers are fp8; the embedding and the lm_head stay at the activation dtype
-  (the quantizer leaves them out: ModelOpt's default fp8 config disables `*lm_head*`);
+- the weights of the linear layers are fp8; the embedding, the lm_head and MoE routers stay at the
+  activation dtype (the quantizer leaves them out: ModelOpt's default fp8 config disables `*lm_head*`,
+  `*router*` and `*mlp.gate.*`);
+- MoE experts (a MatMul reading a Gather of an expert weight stack, as models/decoder*.py and
+  transformers' batched_mm export them) are fp8 and so are the routed tokens they multiply: the
+  engine's token permutation writes them in fp8 (NB: no separate quantization kernel is counted);
 - each linear's activation is quantized by its own kernel before the GEMM (TensorRT-LLM
   FP8QDQLinearMethod.apply: `static_quantize_e4m3_per_tensor(input, input_scale)` unless the input
   is already fp8), a `QuantizeLinear` node here: reads x at the activation dtype, writes it at fp8;
@@ -30,10 +34,10 @@ def _is_kv(name: str) -> bool:
 
 
 def _heads(graph: Graph, linear: set[str]) -> set[str]:
-    """The linears nearest the graph's outputs: walking back from each output, the first linear met on
-    every path (the lm_head, whose logits may pass an all-gather or a slice first)."""
+    """The linears nearest the graph's outputs other than the KV cache: walking back from each, the first
+    linear met on every path (the lm_head, whose logits may pass an all-gather or a slice first)."""
     heads: set[str] = set()
-    stack = [graph.producer[t] for t in graph.outputs if t in graph.producer]
+    stack = [graph.producer[t] for t in graph.outputs if t in graph.producer and not _is_kv(t)]
     seen: set[str] = set()
     while stack:
         name = stack.pop()
@@ -47,17 +51,46 @@ def _heads(graph: Graph, linear: set[str]) -> set[str]:
     return heads
 
 
-def _weight_gemms(graph: Graph) -> set[str]:
-    """The linear layers: MatMul / Gemm nodes whose B is a float weight, less the output heads (the
-    lm_head: a linear no other linear follows on the way to a graph output)."""
-    linear = set()
+def _routers(graph: Graph, linear: set[str]) -> set[str]:
+    """MoE routers: linears whose scores reach a TopK within two ops (Softmax / Sigmoid between);
+    quantizers leave them at full precision (ModelOpt disables `*router*`, `*mlp.gate.*`)."""
+    consumers: dict[str, list[str]] = {}
+    for node in graph.topo_nodes():
+        for t in node.inputs:
+            consumers.setdefault(t, []).append(node.name)
+
+    def reaches_topk(name: str, hops: int) -> bool:
+        node = graph.node(name)
+        if node.op_type == "TopK":
+            return True
+        return hops > 0 and any(reaches_topk(c, hops - 1) for t in node.outputs for c in consumers.get(t, ()))
+
+    return {n for n in linear if reaches_topk(n, 2)}
+
+
+def _float_weight(graph: Graph, name: str) -> bool:
+    t = graph.tensors.get(name)
+    return t is not None and t.is_weight and t.dtype in FLOAT_DTYPES
+
+
+def _linears(graph: Graph) -> tuple[set[str], dict[str, tuple[int, str]]]:
+    """(dense linears: MatMul / Gemm whose B is a float weight, less the output heads and routers;
+    expert GEMMs: MatMul name -> (index of its gathered-weight operand, the weight)) (module doc)."""
+    linear: set[str] = set()
+    experts: dict[str, tuple[int, str]] = {}
     for node in graph.topo_nodes():
         if node.op_type not in GEMM_OPS or len(node.inputs) < 2:
             continue
-        b = graph.tensors.get(node.inputs[1])
-        if b is not None and b.is_weight and b.dtype in FLOAT_DTYPES:
+        if _float_weight(graph, node.inputs[1]):
             linear.add(node.name)
-    return linear - _heads(graph, linear)
+            continue
+        for i in (0, 1):
+            src = graph.producer.get(node.inputs[i])
+            gather = graph.node(src) if src else None
+            if gather is not None and gather.op_type in ("Gather", "GatherND") \
+                    and _float_weight(graph, gather.inputs[0]):
+                experts[node.name] = (i, gather.inputs[0])
+    return linear - _heads(graph, linear) - _routers(graph, linear), experts
 
 
 def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None = None) -> Graph:
@@ -69,7 +102,11 @@ def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None =
     if kv_dtype:
         tensors.update({name: replace(t, dtype=kv_dtype) for name, t in tensors.items()
                         if _is_kv(name) and t.dtype in FLOAT_DTYPES})
-    gemms = _weight_gemms(graph)
+    gemms, experts = _linears(graph)
+    for name, (i, weight) in experts.items():  # fp8 experts; the permutation writes fp8 tokens
+        node = graph.node(name)
+        for t in (weight, node.inputs[i], node.inputs[1 - i]):
+            tensors[t] = replace(tensors[t], dtype=weight_dtype)
     quantized: dict[str, str] = {}  # activation -> its fp8 copy
     nodes: list[Node] = []
     for node in (graph.node(m) for m in graph.nx.nodes):  # source order, a quantization before its GEMM

@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--frameworks", default="trtllm,vllm,sglang", help="only these backends' rows")
+    ap.add_argument("--tp", default="", help="only rows of these TP sizes (comma list)")
+    ap.add_argument("--verbose", action="store_true", help="print every row's TPOT")
     ap.add_argument("--no-steady", dest="steady", action="store_false",
                     help="price the decode step alone (no in-flight prefills)")
     ap.add_argument("--no-mixed", dest="mixed", action="store_false",
@@ -241,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = False
     for name in args.models.split(","):
         mine = [r for r in rows if r["model_path"] == MODELS[name]
-                and r["backend"] in args.frameworks.split(",")]
+                and r["backend"] in args.frameworks.split(",")
+                and (not args.tp or r["tp_size"] in args.tp.split(","))]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
             precision, stored = precision_of(r, NAMED[name])
@@ -273,6 +276,11 @@ def main(argv: list[str] | None = None) -> int:
                                        float(r["isl"]), float(r["osl"]), mixed, i)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
+                if args.verbose and i == 0:
+                    for r, e, m in zip(grp, est, meas, strict=True):
+                        print(f"    {backend} tp {tp} {precision} isl {r['isl']} osl {r['osl']} "
+                              f"batch {r['batch_size']}: measured {m:.2f} ms, estimate {e:.2f} ms "
+                              f"({(e - m) / m:+.1%})")
             errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
         all_err = np.concatenate([e[0] for e in errors_by_key.values()])
         no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
