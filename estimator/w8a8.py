@@ -11,7 +11,10 @@ per-tensor checkpoint (TensorRT-LLM's FP8 QDQ linear, vLLM's fp8 linear) runs di
 - each linear's activation is quantized by its own kernel before the GEMM (TensorRT-LLM
   FP8QDQLinearMethod.apply: `static_quantize_e4m3_per_tensor(input, input_scale)` unless the input
   is already fp8), a `QuantizeLinear` node here: reads x at the activation dtype, writes it at fp8;
-  layers that share an input (q/k/v, gate/up: one fused GEMM in the engine) share one quantization;
+  layers that share an input (q/k/v, gate/up: one fused GEMM in the engine) share one quantization.
+  The fusion passes may still fold it into its producer's kernel (the SwiGLU product's epilogue, as
+  TensorRT-LLM's fused SwiGLU + quantize does). The attention writes the o_proj's input in fp8 itself
+  (TensorRT-LLM passes the o_proj's scale to the attention op as out_scale): no kernel there;
 - the GEMM writes its output at the activation dtype (cublas_scaled_mm's out_dtype), so the norms,
   rotary, residual adds, the attention's Q and the all-reduces move bf16;
 - the KV cache is at `kv_dtype` (fp8 where the checkpoint quantizes it).
@@ -93,6 +96,25 @@ def _linears(graph: Graph) -> tuple[set[str], dict[str, tuple[int, str]]]:
     return linear - _heads(graph, linear) - _routers(graph, linear), experts
 
 
+VIEWS = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def _attention_output(graph: Graph, x: str) -> list[str] | None:
+    """The tensors from an attention's P x V product to `x` through views, when `x` is one (the
+    o_proj's input): TensorRT-LLM's attention then writes fp8 itself (out_scale = the o_proj's
+    inv_input_scale when the o_proj is fp8 QDQ). None when `x` comes from anything else."""
+    chain = [x]
+    while (src := graph.producer.get(chain[-1])) is not None and graph.node(src).op_type in VIEWS:
+        chain.append(graph.node(src).inputs[0])
+    src = graph.producer.get(chain[-1])
+    node = graph.node(src) if src else None
+    if node is None or node.op_type != "MatMul" or any(_float_weight(graph, t) for t in node.inputs):
+        return None
+    a = graph.producer.get(node.inputs[0])
+    # P x V: P comes out of the softmax (directly, or through a cast / a view)
+    return chain if a is not None and graph.node(a).op_type in ("Softmax", "Cast", *VIEWS) else None
+
+
 def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None = None) -> Graph:
     """`graph` with every float tensor at `act_dtype`, the linear layers' weights at `weight_dtype`, a
     QuantizeLinear (act_dtype -> weight_dtype) before each distinct activation they read, and the KV
@@ -115,6 +137,10 @@ def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None =
             continue
         tensors[node.inputs[1]] = replace(tensors[node.inputs[1]], dtype=weight_dtype)
         x = node.inputs[0]
+        if x not in quantized and (chain := _attention_output(graph, x)) is not None:
+            for t in chain:  # the attention writes its output in fp8: no quantization kernel
+                tensors[t] = replace(tensors[t], dtype=weight_dtype)
+            quantized[x] = x
         if x not in quantized:
             q, scale = f"{x}__fp8", f"{x}__fp8_scale"
             tensors[q] = replace(tensors[x], name=q, dtype=weight_dtype, is_weight=False, is_const=False)
