@@ -60,17 +60,17 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
 
 
-def precision_of(row: dict, cfg) -> tuple[str, str]:
-    """(--precision, the experts' stored format, "" for none) of a row (see the module doc)."""
+def precision_of(row: dict, cfg, w8a8: bool = True) -> tuple[str, str]:
+    """(--precision, the experts' stored format, "" for none) of a row (see the module doc); "w8a8" for
+    a per-tensor fp8 checkpoint (gemm_quant_mode fp8) unless `w8a8` is False (--no-w8a8)."""
     stored = cfg.moe.weight_format if cfg.moe is not None else ""
     if stored and not row.get("moe_quant_mode", "").startswith("fp8"):
         return "bf16", stored  # weight-only experts (W4A16), bf16 activations
-    if row.get("gemm_quant_mode") == "fp8" and W8A8_ROWS[0]:
+    if row.get("gemm_quant_mode") == "fp8" and w8a8:
         return "w8a8", ""  # per-tensor fp8 linears, bf16 activations (estimator/w8a8.py)
     return ("fp8" if row["precision"] in ("fp8", "fp4") else "bf16"), ""
 
 
-W8A8_ROWS = [True]  # main() sets it from --no-w8a8
 # The KV cache of a per-tensor fp8 deployment: TensorRT-LLM takes the checkpoint's kv_cache_quant_algo
 # (FP8 in ModelOpt's fp8 recipe); vLLM's kv_cache_dtype default "auto" is the model dtype (bf16).
 W8A8_KV = {"trtllm": "fp8e4m3", "vllm": None, "sglang": None}
@@ -230,7 +230,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="price per-tensor fp8 rows with --precision fp8 (every tensor fp8, no "
                          "quantization kernels: the figures before)")
     args = ap.parse_args(argv)
-    W8A8_ROWS[0] = args.w8a8
 
     import numpy as np
 
@@ -247,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 and (not args.tp or r["tp_size"] in args.tp.split(","))]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
-            precision, stored = precision_of(r, NAMED[name])
+            precision, stored = precision_of(r, NAMED[name], args.w8a8)
             tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
             if NAMED[name].moe is None:
                 ep = 1
