@@ -107,3 +107,38 @@ def test_only_quantization_nodes_are_added():
     assert len(out) == len(g) + 3 * 2  # only the quantization nodes were added
     assert {t.dtype for t in out.tensors.values() if t.dtype not in ("int64", "bool", "int32")} \
         <= {"bf16", "fp8e4m3", "fp32"}
+
+
+LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256}
+
+
+def test_cli_precision_fp8_w8a8(capsys, tmp_path):
+    import json
+
+    from tests.cliutil import cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    dims = ("--hf-config", str(path), "--decode", "--dim", "batch=8", "--dim", "past_seq=32", "--json")
+    code, out, _ = cli(capsys, *dims, "--precision", "fp8-w8a8", "--fusion", "none")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["precision"] == "fp8-w8a8"
+    quant = [k for k in doc["kernels"] if k["kind"] == "quant"]
+    assert len(quant) == 3 * 2  # q/k/v input, gate/up input, SwiGLU product; 2 layers
+    # the first: 8 tokens x 64 hidden, bf16 in (2 bytes) + the fp32 scale, fp8 out (1 byte)
+    assert float(quant[0]["dram_bytes"]) == 2 * 8 * 64 + 4 + 8 * 64
+    # every float tensor fp8: the lm_head (256 x 64) read at 1 byte, not the 2 w8a8 keeps
+    code, out_fp8, _ = cli(capsys, *dims, "--precision", "fp8", "--fusion", "none")
+    head = [k for k in json.loads(out_fp8)["kernels"] if k["name"].startswith("/lm_head/MatMul")][0]
+    head_w8a8 = [k for k in doc["kernels"] if k["name"].startswith("/lm_head/MatMul")][0]
+    # logits 8 x 256 and the input 8 x 64 at 2 bytes against 1; the weight 256 x 64 the same
+    assert float(head_w8a8["dram_bytes"]) - float(head["dram_bytes"]) == 256 * 64 + 8 * 64 + 8 * 256
+
+
+def test_cli_unknown_precision_lists_fp8_w8a8(capsys):
+    from tests.cliutil import assert_one_error_line, cli
+
+    code, _, err = cli(capsys, "--model", "llama-3-8b", "--precision", "fp9")
+    assert_one_error_line(code, err, "fp8-w8a8")
