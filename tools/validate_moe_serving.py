@@ -24,15 +24,26 @@ which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all 
 model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
 eager). Each table also gives the error without the communication kernels (the figures before they
 were priced).
-- precision: the row's (fp8 -> fp8; empty -> bf16). gpt-oss ships its experts in MXFP4 (the bundled
-  config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
+SGLang's scheduler runs prefill first and never mixes (PREFILL_FIRST): a closed loop of equal requests
+then runs in lock-step waves (all B prefilled in chunks of chunked_prefill_size tokens with the decodes
+stalled, then all decode together and finish on the same step), and a request's TPOT carries only the
+wave's prefill chunks after its own first token (wave_tpot_s; `--no-waves`: the in-flight model). The
+measured SGLang TTFTs are 2-7x vLLM's at the same TP / isl / osl / concurrency (the wave's prefill) and
+its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
+- precision: the row's (fp8 -> fp8; empty -> bf16); a per-tensor fp8 checkpoint (gemm_quant_mode fp8:
+  Qwen3-32B's TensorRT-LLM and vLLM fp8 rows, gpt-oss's TensorRT-LLM rows) as the engine runs it
+  (estimator/w8a8.py, `--precision fp8-w8a8`: fp8 linears with their activation quantization kernels,
+  bf16 activations and all-reduces, the lm_head and routers in bf16; the KV cache in fp8 for
+  TensorRT-LLM, bf16 for vLLM; `--no-w8a8`: every tensor fp8, the figures before). gpt-oss ships its
+  experts in MXFP4 (the bundled config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
   grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
   activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
   moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady] [--no-mixed]
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--frameworks trtllm,...]
+        [--tp 1,2] [--verbose] [--no-steady] [--no-mixed] [--no-waves] [--no-w8a8]
 """
 
 from __future__ import annotations
@@ -81,9 +92,10 @@ def deployed(graph, precision: str, backend: str):
     inputs with their quantization kernels, bf16 elsewhere) and leaves --precision unset."""
     if precision != "w8a8":
         return graph, precision
+    from estimator.precision import DEPLOYED
     from estimator.w8a8 import w8a8
 
-    return w8a8(graph, "fp8e4m3", "bf16", W8A8_KV[backend]), None
+    return w8a8(graph, *DEPLOYED["fp8-w8a8"], kv_dtype=W8A8_KV[backend]), None
 
 
 def with_expert_format(cfg, stored: str):
