@@ -32,10 +32,10 @@ measured SGLang TTFTs are 2-7x vLLM's at the same TP / isl / osl / concurrency (
 its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
 - precision: the row's (fp8 -> fp8; empty -> bf16); a per-tensor fp8 checkpoint (gemm_quant_mode fp8:
   Qwen3-32B's TensorRT-LLM and vLLM fp8 rows, gpt-oss's TensorRT-LLM rows) as the engine runs it
-  (estimator/w8a8.py, `--precision fp8-w8a8`: fp8 linears with their activation quantization kernels,
-  bf16 activations and all-reduces, the lm_head and routers in bf16; the KV cache in fp8 for
-  TensorRT-LLM, bf16 for vLLM; `--no-w8a8`: every tensor fp8, the figures before). gpt-oss ships its
-  experts in MXFP4 (the bundled config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
+  (estimator/w8a8.py, `--precision fp8-w8a8`: fp8 linears with their activation quantization kernels, bf16
+  activations and all-reduces, the lm_head and routers in bf16; the KV cache in fp8 for TensorRT-LLM, bf16
+  for vLLM; `--no-w8a8`: every tensor fp8, the figures before). gpt-oss ships its experts in MXFP4 (the
+  bundled config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
   grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
   activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
   moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
