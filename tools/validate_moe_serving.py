@@ -37,8 +37,8 @@ its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
   for vLLM; `--no-w8a8`: every tensor fp8, the figures before). gpt-oss ships its experts in MXFP4 (the
   bundled config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
   grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
-  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
-  moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
+  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); block-scaled
+  rows (fp8_block: Qwen3-235B's TensorRT-LLM rows) with everything in fp8.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
