@@ -142,3 +142,19 @@ def test_cli_unknown_precision_lists_fp8_w8a8(capsys):
 
     code, _, err = cli(capsys, "--model", "llama-3-8b", "--precision", "fp9")
     assert_one_error_line(code, err, "fp8-w8a8")
+
+
+def test_precision_recommender_sees_fp8_w8a8_as_8_bit(capsys, tmp_path):
+    # the graph's widest float tensors are the fp32 quantization scales: the recommender must judge a
+    # deployment precision by its GEMMs' width (8 bits), so it offers no bf16 or fp8 on an H100
+    import json
+
+    from tests.cliutil import cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA))
+    code, out, _ = cli(capsys, "--hf-config", str(path), "--decode", "--dim", "batch=4", "--dim",
+                       "past_seq=64", "--precision", "fp8-w8a8", "--recommend", "--recommend-only",
+                       "precision", "--json")
+    assert code == 0
+    assert json.loads(out)["recommendations"] == []

@@ -268,9 +268,11 @@ def lower_precision(ctx: Context) -> list[Recommendation]:
     """bf16, fp8 and fp4 (weights and activations) where the GPU has tensor cores for them and they are
     narrower than what runs now. NB: accuracy is not modelled; the reason says what memory it frees."""
     from estimator.dtypes import PRECISIONS, itemsize
-    from estimator.precision import PrecisionError, check_precision
+    from estimator.precision import DEPLOYED, PrecisionError, check_precision
 
     now = _float_bits(ctx.base.graph)
+    if ctx.precision in DEPLOYED:  # a quantized deployment: its GEMMs' width, not its fp32 scales'
+        now = int(8 * float(itemsize(DEPLOYED[ctx.precision][0])))
     out = []
     for name in ("bf16", "fp8", "fp4"):
         try:
