@@ -19,7 +19,10 @@ per-tensor checkpoint (TensorRT-LLM's FP8 QDQ linear, vLLM's fp8 linear) runs di
   rotary, residual adds, the attention's Q and the all-reduces move bf16;
 - the KV cache is at `kv_dtype` (fp8 where the checkpoint quantizes it).
 NB: a static scale (the calibrated input_scale) is assumed: no amax pass over the activation; a
-dynamic per-tensor scale would add one reduction kernel per quantization.
+dynamic per-tensor scale would add one reduction kernel per quantization. A linear is a MatMul / Gemm
+whose B input is the weight itself: one that reads its weight through a Transpose node is not
+recognised and stays at the activation dtype. The KV cache is recognised by name (past_key_values.*,
+present.*, as the exporters and models/ name it, like report/recommend.kv_tensors).
 """
 
 from __future__ import annotations
