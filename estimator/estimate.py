@@ -12,7 +12,7 @@ from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
-from estimator.precision import check_precision, retype
+from estimator.precision import apply_precision
 from estimator.price import Timing, price
 from estimator.tiling import memo, symmath
 from estimator.tiling.plan import alike_signature, plan_kernels
@@ -110,7 +110,7 @@ def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, d
     (estimator/serve/step_points.py) price these kernels at arrays of points."""
     graph = bind_dims(graph, dims)
     if precision is not None:
-        graph = retype(graph, check_precision(precision, hw))
+        graph = apply_precision(graph, precision, hw)
     refusals: list = []
 
     def seen(name, res) -> None:

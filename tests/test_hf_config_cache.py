@@ -78,3 +78,44 @@ def test_row_precision_of_mxfp4_experts():
     assert vms.precision_of(row("fp8", "fp8"), GPT_OSS_120B) == ("fp8", "")  # TensorRT-LLM's fp8 MoE
     assert vms.precision_of(row("fp8", "fp8_block"), QWEN3_235B_A22B) == ("fp8", "")
     assert vms.with_expert_format(GPT_OSS_120B, "").moe.weight_format == ""
+
+
+def test_wave_tpot_of_a_prefill_first_scheduler():
+    # SGLang's lock-step waves: decode step 10 ms; a prefill of s tokens 20 ms + 0.1 ms a token, 12 ms +
+    # 0.05 ms a token outside attention. B 16 prompts of isl 1024 = 16384 tokens in chunks of 8192:
+    # 2 chunks, each 12 + 0.05 * 8192 = 421.6 ms outside attention; one prompt's attention is
+    # (20 + 102.4) - (12 + 51.2) = 59.2 ms: the wave's prefill W = 2 * 421.6 + 16 * 59.2 = 1790.4 ms.
+    # Prompts 0-7 end in chunk 1 (half of W still to run: 895.2 ms stalls their decoding), 8-15 in
+    # chunk 2 (none): mean 447.6 ms, spread over osl - 1 = 127 tokens.
+    step = ((_const(0.010), _const(0.010)), (_const(0.008), _const(0.008)))
+
+    def pre(s):
+        return 0.020 + 1e-4 * s
+
+    def pre_shared(s):
+        return 0.012 + 5e-5 * s
+
+    prefill = ((pre, pre), (pre_shared, pre_shared))
+    tpot = vms.wave_tpot_s(step, prefill, 16, 1024.0, 128.0, 8192)
+    assert tpot == pytest.approx(0.010 + 0.4476 / 127)  # 13.52 ms
+    # the in-flight model charges 16 / 128 of a whole prefill (122.4 ms) on every step: 25.3 ms
+    assert vms.tpot_s(step, prefill, 16, 1024.0, 128.0, mixed=False) == pytest.approx(0.010 + 0.125 * 0.1224)
+    # one prompt a wave: its first token ends the prefill, nothing stalls it
+    assert vms.wave_tpot_s(step, prefill, 1, 1024.0, 128.0, 8192) == pytest.approx(0.010)
+
+
+def test_per_tensor_fp8_rows_run_w8a8():
+    from models.named_configs import QWEN3_32B
+
+    row = {"precision": "fp8", "gemm_quant_mode": "fp8", "moe_quant_mode": "fp8"}
+    assert vms.precision_of(row, QWEN3_32B) == ("w8a8", "")
+    assert vms.precision_of(row, QWEN3_32B, w8a8=False) == ("fp8", "")  # --no-w8a8: the figures before
+    assert vms.precision_of({**row, "gemm_quant_mode": "fp8_block"}, QWEN3_32B) == ("fp8", "")
+    small = hf_config.decoder_config(LLAMA)
+    graph = hf_config.build_graph(small, decode=True)
+    g, precision = vms.deployed(graph, "w8a8", "trtllm")
+    assert precision is None  # the graph carries its dtypes
+    assert g.tensors["past_key_values.0.key"].dtype == "fp8e4m3"  # TensorRT-LLM: the checkpoint's fp8 KV
+    g, _ = vms.deployed(graph, "w8a8", "vllm")
+    assert g.tensors["past_key_values.0.key"].dtype == "bf16"  # vLLM kv_cache_dtype auto
+    assert vms.deployed(graph, "bf16", "vllm") == (graph, "bf16")

@@ -24,15 +24,26 @@ which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all 
 model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
 eager). Each table also gives the error without the communication kernels (the figures before they
 were priced).
-- precision: the row's (fp8 -> fp8; empty -> bf16). gpt-oss ships its experts in MXFP4 (the bundled
-  config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
+SGLang's scheduler runs prefill first and never mixes (PREFILL_FIRST): a closed loop of equal requests
+then runs in lock-step waves (all B prefilled in chunks of chunked_prefill_size tokens with the decodes
+stalled, then all decode together and finish on the same step), and a request's TPOT carries only the
+wave's prefill chunks after its own first token (wave_tpot_s; `--no-waves`: the in-flight model). The
+measured SGLang TTFTs are 2-7x vLLM's at the same TP / isl / osl / concurrency (the wave's prefill) and
+its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
+- precision: the row's (fp8 -> fp8; empty -> bf16); a per-tensor fp8 checkpoint (gemm_quant_mode fp8:
+  Qwen3-32B's TensorRT-LLM and vLLM fp8 rows, gpt-oss's TensorRT-LLM rows) as the engine runs it
+  (estimator/w8a8.py, `--precision fp8-w8a8`: fp8 linears with their activation quantization kernels, bf16
+  activations and all-reduces, the lm_head and routers in bf16; the KV cache in fp8 for TensorRT-LLM, bf16
+  for vLLM; `--no-w8a8`: every tensor fp8, the figures before). gpt-oss ships its experts in MXFP4 (the
+  bundled config's MoeSpec.weight_format); H100 has no fp4 tensor cores, so vLLM runs them through a W4A16
   grouped GEMM: rows whose MoE is not fp8-quantized (vLLM's, labelled fp4 / nvfp4) are priced with bf16
-  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); rows with
-  moe_quant_mode fp8 (TensorRT-LLM's) with everything in fp8.
+  activations and the experts as stored (4.25 bits a weight, dequantized in the mainloop); block-scaled
+  rows (fp8_block: Qwen3-235B's TensorRT-LLM rows) with everything in fp8.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--no-steady] [--no-mixed]
+    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--frameworks trtllm,...]
+        [--tp 1,2] [--verbose] [--no-steady] [--no-mixed] [--no-waves] [--no-w8a8]
 """
 
 from __future__ import annotations
@@ -40,6 +51,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -59,12 +71,31 @@ def _int(row: dict, key: str, default: int = 1) -> int:
     return int(row[key]) if row.get(key) and int(row[key]) > 0 else default
 
 
-def precision_of(row: dict, cfg) -> tuple[str, str]:
-    """(--precision, the experts' stored format, "" for none) of a row (see the module doc)."""
+def precision_of(row: dict, cfg, w8a8: bool = True) -> tuple[str, str]:
+    """(--precision, the experts' stored format, "" for none) of a row (see the module doc); "w8a8" for
+    a per-tensor fp8 checkpoint (gemm_quant_mode fp8) unless `w8a8` is False (--no-w8a8)."""
     stored = cfg.moe.weight_format if cfg.moe is not None else ""
     if stored and not row.get("moe_quant_mode", "").startswith("fp8"):
         return "bf16", stored  # weight-only experts (W4A16), bf16 activations
+    if row.get("gemm_quant_mode") == "fp8" and w8a8:
+        return "w8a8", ""  # per-tensor fp8 linears, bf16 activations (estimator/w8a8.py)
     return ("fp8" if row["precision"] in ("fp8", "fp4") else "bf16"), ""
+
+
+# The KV cache of a per-tensor fp8 deployment: TensorRT-LLM takes the checkpoint's kv_cache_quant_algo
+# (FP8 in ModelOpt's fp8 recipe); vLLM's kv_cache_dtype default "auto" is the model dtype (bf16).
+W8A8_KV = {"trtllm": "fp8e4m3", "vllm": None, "sglang": None}
+
+
+def deployed(graph, precision: str, backend: str):
+    """(graph, --precision) of a row: "w8a8" re-types `graph` as estimator/w8a8.py (fp8 weights and GEMM
+    inputs with their quantization kernels, bf16 elsewhere) and leaves --precision unset."""
+    if precision != "w8a8":
+        return graph, precision
+    from estimator.precision import DEPLOYED
+    from estimator.w8a8 import w8a8
+
+    return w8a8(graph, *DEPLOYED["fp8-w8a8"], kv_dtype=W8A8_KV[backend]), None
 
 
 def with_expert_format(cfg, stored: str):
@@ -148,6 +179,34 @@ def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: in
     return float(t)
 
 
+# Frameworks whose default scheduler runs a new prefill batch whenever one can be formed and decodes
+# only when none can, never mixing the two: a closed loop of equal requests then runs in lock-step waves.
+PREFILL_FIRST = {"sglang": "SGLang Scheduler.get_next_batch_to_run: 'Run prefill first if possible' "
+                           "(get_new_batch_prefill before update_running_batch); enable_mixed_chunk False"}
+
+
+def wave_tpot_s(step, prefill, batch: int, isl: float, osl: float, chunk: int, i: int = 0) -> float:
+    """One row's TPOT under a prefill-first scheduler (PREFILL_FIRST): the batch requests of a wave
+    arrive together (the previous wave's all finished at the same step), are prefilled in
+    S = ceil(batch x isl / chunk) steps of `chunk` prompt tokens (the framework's max_num_tokens, SGLang's
+    chunked_prefill_size) with every decode stalled, then decode together for osl - 1 steps. A request's
+    first token comes at the end of its last chunk; the chunks after it stall its decoding and count in
+    its TPOT: TPOT = T_dec(past isl + osl/2) + mean remaining prefill / (osl - 1).
+    The wave's prefill W = the non-attention kernels at each chunk's tokens + batch x one prompt's
+    attention. NB: the time is spread over the chunks in proportion to their tokens; a request whose
+    prompt ends in chunk c leaves W x (1 - c x chunk / total) (mean over the batch requests).
+    The in-flight model (tpot_s: batch / osl prefills on every step) charges (about) twice as much."""
+    (whole, _shared), past = step, isl + osl / 2
+    (pre, pre_shared) = prefill
+    total = batch * isl
+    chunks = [min(chunk, total - k) for k in range(0, int(total), chunk)]
+    attention = max(0.0, pre[i](isl) - pre_shared[i](isl))
+    work = sum(pre_shared[i](n) for n in chunks) + batch * attention
+    ends = [min(math.ceil((r + 1) * isl / chunk) * chunk, total) for r in range(batch)]
+    remaining = work * sum(1.0 - e / total for e in ends) / batch
+    return float(whole[i](past) + remaining / (osl - 1))
+
+
 def _prefill(graph, hw, precision: str, framework: str):
     """((with comm, without), (shared with comm, without)) functions seq -> seconds of one request's
     prefill of seq tokens and of its non-attention kernels (batch 1, eager collectives)."""
@@ -168,26 +227,38 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--frameworks", default="trtllm,vllm,sglang", help="only these backends' rows")
+    ap.add_argument("--tp", default="", help="only rows of these TP sizes (comma list)")
+    ap.add_argument("--verbose", action="store_true", help="print every row's TPOT")
     ap.add_argument("--no-steady", dest="steady", action="store_false",
                     help="price the decode step alone (no in-flight prefills)")
     ap.add_argument("--no-mixed", dest="mixed", action="store_false",
                     help="charge each in-flight prefill whole on top of the decode step (the figures "
                          "before mixed steps were modelled)")
+    ap.add_argument("--no-waves", dest="waves", action="store_false",
+                    help="price a prefill-first framework's rows (SGLang) with the in-flight model too "
+                         "(the figures before its lock-step waves were modelled)")
+    ap.add_argument("--no-w8a8", dest="w8a8", action="store_false",
+                    help="price per-tensor fp8 rows with --precision fp8 (every tensor fp8, no "
+                         "quantization kernels: the figures before)")
     args = ap.parse_args(argv)
 
     import numpy as np
 
     import hwdesc
+    from estimator.serve.frameworks import framework
     from models.named_configs import NAMED
 
     hw = hwdesc.load("h100-sxm")
     rows = rows_of(args.csv)
     failed = False
     for name in args.models.split(","):
-        mine = [r for r in rows if r["model_path"] == MODELS[name]]
+        mine = [r for r in rows if r["model_path"] == MODELS[name]
+                and r["backend"] in args.frameworks.split(",")
+                and (not args.tp or r["tp_size"] in args.tp.split(","))]
         groups: dict[tuple, list[dict]] = defaultdict(list)
         for r in mine:
-            precision, stored = precision_of(r, NAMED[name])
+            precision, stored = precision_of(r, NAMED[name], args.w8a8)
             tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
             if NAMED[name].moe is None:
                 ep = 1
@@ -200,16 +271,27 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
             batches = {int(r["batch_size"]) for r in grp}
-            step = _decode_step(decode, hw, precision, batches, backend)
-            prefill = _prefill(prefill_graph, hw, precision, backend) if args.steady else None
+            decode, prec = deployed(decode, precision, backend)
+            step = _decode_step(decode, hw, prec, batches, backend)
+            prefill_graph, prec = deployed(prefill_graph, precision, backend)
+            prefill = _prefill(prefill_graph, hw, prec, backend) if args.steady else None
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
             mixed = backend in MIXED_BATCHING and args.mixed
+            waves = backend in PREFILL_FIRST and prefill is not None and args.waves
+            chunk = int(framework(backend).max_num_tokens)
             for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
-                est = np.array([tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                est = np.array([wave_tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                            float(r["isl"]), float(r["osl"]), chunk, i) if waves else
+                                tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
                                        float(r["isl"]), float(r["osl"]), mixed, i)
                                 for r in grp]) * 1e3
                 errs.append((est - meas) / meas)
+                if args.verbose and i == 0:
+                    for r, e, m in zip(grp, est, meas, strict=True):
+                        print(f"    {backend} tp {tp} {precision} isl {r['isl']} osl {r['osl']} "
+                              f"batch {r['batch_size']}: measured {m:.2f} ms, estimate {e:.2f} ms "
+                              f"({(e - m) / m:+.1%})")
             errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
         all_err = np.concatenate([e[0] for e in errors_by_key.values()])
         no_comm = np.concatenate([e[1] for e in errors_by_key.values()])

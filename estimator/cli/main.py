@@ -49,13 +49,13 @@ def _modes():
 
 
 class _Precisions:
-    """--precision's choices (estimator.dtypes.PRECISIONS), imported only when a precision is given or
+    """--precision's choices (estimator.precision.precision_names), imported only when a precision is given or
     the help is printed: dtypes imports sympy and onnx, which `--list-archs` never needs."""
 
     def _names(self) -> list[str]:
-        from estimator.dtypes import PRECISIONS
+        from estimator.precision import precision_names
 
-        return list(PRECISIONS)
+        return precision_names()
 
     def __contains__(self, name: object) -> bool:
         return name in self._names()
@@ -78,8 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU SKU, alias (hopper, blackwell), path to a hwdesc YAML, or host (this machine, "
                         "measured through onnxruntime on first use) (default: h100-sxm)")
     p.add_argument("--precision", choices=_Precisions(), metavar="P",
-                   help="re-type every float tensor to this precision: %(choices)s (default: the graph's "
-                        "dtypes)")
+                   help="re-type every float tensor to this precision: %(choices)s; fp8-w8a8: a per-tensor "
+                        "fp8 checkpoint as serving engines run it (fp8 linears and their activation "
+                        "quantization, bf16 elsewhere) (default: the graph's dtypes)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="bind a free dimension (repeatable)")
     p.add_argument("--fusion", default=None, metavar="STRATEGY",

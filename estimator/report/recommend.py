@@ -98,11 +98,11 @@ class Context:
         start from this graph; estimate() then binds nothing and re-types nothing: the same graph)."""
         if self._prepared is None:
             from estimator.estimate import bind_dims
-            from estimator.precision import check_precision, retype
+            from estimator.precision import apply_precision
 
             graph = bind_dims(self.graph, self.dims)
             if self.precision is not None:
-                graph = retype(graph, check_precision(self.precision, self.hw))
+                graph = apply_precision(graph, self.precision, self.hw)
             self._prepared = graph
         return self._prepared
 
@@ -268,9 +268,11 @@ def lower_precision(ctx: Context) -> list[Recommendation]:
     """bf16, fp8 and fp4 (weights and activations) where the GPU has tensor cores for them and they are
     narrower than what runs now. NB: accuracy is not modelled; the reason says what memory it frees."""
     from estimator.dtypes import PRECISIONS, itemsize
-    from estimator.precision import PrecisionError, check_precision
+    from estimator.precision import DEPLOYED, PrecisionError, check_precision
 
     now = _float_bits(ctx.base.graph)
+    if ctx.precision in DEPLOYED:  # a quantized deployment: its GEMMs' width, not its fp32 scales'
+        now = int(8 * float(itemsize(DEPLOYED[ctx.precision][0])))
     out = []
     for name in ("bf16", "fp8", "fp4"):
         try:
@@ -324,8 +326,11 @@ def other_gpus(ctx: Context) -> list[Recommendation]:
 
 def _peak_key(ctx: Context) -> str:
     from estimator.dtypes import PRECISIONS, tensor_peak_key
+    from estimator.precision import DEPLOYED
 
-    return tensor_peak_key(PRECISIONS.get(ctx.precision or "bf16", "bf16")) or "bf16"
+    name = ctx.precision or "bf16"
+    dtype = DEPLOYED[name][0] if name in DEPLOYED else PRECISIONS.get(name, "bf16")
+    return tensor_peak_key(dtype) or "bf16"
 
 
 def kv_tensors(graph: Graph) -> list[str]:

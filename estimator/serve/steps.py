@@ -197,10 +197,10 @@ def _retyped(graph: Graph, opts: Options) -> Graph:
     """`graph` at the deployed precision, its KV cache (past inputs, presents) at --kv-precision."""
     from dataclasses import replace as _replace
 
-    from estimator.precision import check_precision, retype
+    from estimator.precision import apply_precision, check_precision
     from estimator.serve.liveness import cache_tensors
 
-    g = retype(graph, check_precision(opts.precision, opts.hw)) if opts.precision else graph
+    g = apply_precision(graph, opts.precision, opts.hw) if opts.precision else graph
     if opts.kv_precision:
         kv = check_precision(opts.kv_precision, opts.hw)
         g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
