@@ -372,23 +372,32 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale")
-FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3}
+FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 1e-9}
 
 
-def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
-    """tensor_fp8 and block_scale by Nelder-Mead (logit space) on `n` fp8 GEMM rows, both
-    kinds (see the module docstring), every other constant as the descriptor has it."""
+def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:
+    """The fp8 constants `keys` by Nelder-Mead (logit space for fractions, log space for times) on `n`
+    fp8 GEMM rows, both kinds (see the module docstring), every other constant as the descriptor has
+    it."""
     import validate_kernels as vk
 
+    unknown = [k for k in keys if k not in FP8_KEYS]
+    if unknown:
+        raise SystemExit(f"error: --fp8-keys: not fp8 constants: {', '.join(unknown)} "
+                         f"(choose from {', '.join(FP8_KEYS)})")
+
     rows = vk.rows_of(data, "fp8")
+    if all(k.startswith("block_scale") for k in keys):  # constants of the block-scaled kernel alone
+        rows = select(rows, rows["dtype"] == "fp8_block")
     idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
     models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]
     meas = rows["t"][idx]
     block = rows["dtype"][idx] == "fp8_block"
 
     def unpack(x: np.ndarray) -> dict:
-        return {k: float(1 / (1 + np.exp(-v))) for k, v in zip(FP8_KEYS, x, strict=True)}
+        return {k: float(np.exp(v) if k.endswith("_s") else 1 / (1 + np.exp(-v)))
+                for k, v in zip(keys, x, strict=True)}
 
     def f(x: np.ndarray) -> float:
         h = with_constants(hw, unpack(x))
@@ -397,9 +406,9 @@ def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
         # the two kinds are reported (and judged) apart: the sum of each one's median and p90
         return float(sum(np.median(err[k]) + np.percentile(err[k], 90) for k in (block, ~block) if k.any()))
 
-    start = {k: hw.efficiency.get(k, FP8_START[k]) for k in FP8_KEYS}
-    clipped = [min(max(start[k], 0.05), 0.95) for k in FP8_KEYS]
-    x = np.array([np.log(t / (1 - t)) for t in clipped])
+    start = {k: hw.efficiency.get(k, FP8_START[k]) for k in keys}
+    clipped = {k: min(max(start[k], 0.05), 0.95) for k in keys}
+    x = np.array([np.log(start[k]) if k.endswith("_s") else np.log(clipped[k] / (1 - clipped[k])) for k in keys])
     for step in (0.3, 0.1):
         x, _ = nelder_mead(f, x, step=step, iters=30, tol=1e-3)
     return rounded(unpack(x))
@@ -440,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp8", action="store_true",
                     help="fit only tensor_fp8 and block_scale on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
+    ap.add_argument("--fp8-keys", default="tensor_fp8,block_scale",
+                    help=f"comma list, with --fp8: the constants fitted (from {', '.join(FP8_KEYS)})")
     ap.add_argument("--attention", action="store_true",
                     help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
     ap.add_argument("--gemm-keys", help="comma list: fit only these GEMM constants, on the GEMM table "
@@ -447,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
-        consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed)
+        consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed, tuple(args.fp8_keys.split(",")))
         print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
               + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
         if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only

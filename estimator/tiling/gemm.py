@@ -9,13 +9,15 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
     t_mma      = 2 * tile_m * tile_n * tile_k / (peak_per_SM * eff_tensor)   (one CTA's k-step MMA)
     t_iter     = max(t_mma * ctas_per_sm, mem_latency_s / stages) + t_promote
                                                                       (MMA, or the load pipeline)
-    t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue
+    t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue + iters * t_edge
     t_last     = max(t_mma * busiest, mem_latency_s / stages) + t_promote
                  (the last wave's CTAs spread breadth-first: busiest = ceil(leftover CTAs / SMs))
     t_epilogue = ctas_per_sm * tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
                  (C tiles stored after the mainloop; 0 for a persistent scheduler, which overlaps them)
     t_promote  = 2 * tile_m * tile_n / (cuda_fp32_per_SM * eff_block_scale)
                  (block-scaled operand on a family whose MMA takes no scales: per 128-K block, else 0)
+    t_edge     = (ceil(M / rows) * rows - M) * block_scale_oob_s      (rows: the tile's side along M)
+                 (a library-picked block-scaled kernel's k-step on its partial M tile: per padded row, else 0)
     t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
                                                                       (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
@@ -42,11 +44,12 @@ in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from estimator.tiling import pick
 from estimator.tiling import symmath as sm
 from estimator.tiling import tmem as tmem_model
 from estimator.tiling.menu import FamilyMenu, GemmTile
@@ -222,6 +225,7 @@ class _Oriented:
     dram_extra: Any
     l2: Any
     t_l2: Any
+    t_edge: Any = 0.0  # a k-step's extra time on the partial M tile (_edge), once per kernel
 
 
 def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> _Oriented | None:
@@ -249,7 +253,7 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
                      t_mma_one, t_load, epilogue, t_promote,
                      _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
-                     l2 / (hw.l2_bytes_per_s * eff["l2"]))
+                     l2 / (hw.l2_bytes_per_s * eff["l2"]), t_edge=_edge(g, tiles_m * rows - g.m, menu, hw))
 
 
 def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
@@ -258,6 +262,7 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     waves = sm.ceil(ctas / o.slots)
     iters = sm.ceil(o.k_steps / split)
     t_compute = ((waves - 1) * o.t_iter + _last_round(o, ctas, waves)) * iters + waves * o.t_epilogue
+    t_compute = t_compute + iters * o.t_edge
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
         dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
@@ -306,6 +311,21 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm
 
 
+def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:
+    """The k-step of a block-scaled kernel's partial M tile (the library-picked kernel of
+    `block_scaled.pick`): `block_scale_oob_s` per padded row (the tile's rows past M), paid once per
+    kernel (the CTAs of the partial tile run their K loop side by side). 0 otherwise.
+    NB: inferred from the H100 fp8_block rows (DeepGEMM through TensorRT-LLM), not from a document:
+    within each 128-row step of M the time falls as M fills the last tile (N 16384, K 8192: 117.5 us at
+    M = 129, 71.5 us at 256), proportional to K; the TMA loads of the tile's out-of-bounds rows are
+    the likely cause (zero-filled, at a per-row cost). Padded rows are the activation rows (M) of the
+    tile in either orientation (swapped, they are the MMA's N side)."""
+    scaled = menu.block_scaled
+    if not g.scale_block or scaled is None or not scaled.pick or "block_scale_oob_s" not in hw.eff:
+        return 0.0
+    return padded_rows * hw.eff["block_scale_oob_s"]
+
+
 def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
     """A k-step of the last wave. The block scheduler hands CTAs out breadth-first (one per SM before a
     second on any), so the busiest SM of the last wave holds only the CTAs left over after the full
@@ -352,14 +372,27 @@ def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu
 
 def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
-    of a tile once for all its splits: arrays of points make this the sweep's inner loop)."""
+    of a tile once for all its splits: arrays of points make this the sweep's inner loop). A block-scaled
+    GEMM takes its kernel's own menu where the family has one (`block_scaled.tiles`), and under a
+    library pick (`block_scaled.pick`, estimator/tiling/pick.py) only the tile the library sets: with
+    arrays of points, every other candidate's time is infinite where the library would not run it."""
+    scaled = menu.block_scaled if g.scale_block else None
+    splits = scaled.split_k if scaled is not None else menu.split_k
+    tiles = scaled.tiles if scaled is not None and scaled.tiles else menu.gemm_tiles
+    runs = None
+    if scaled is not None and scaled.pick and all(sm.numeric(x) for x in (g.batch, g.m, g.n)):
+        runs = pick.picked(g.batch, g.m, g.n, tiles, hw.sm_count, scaled.swap_below_m)
     out = []
-    splits = menu.block_scaled.split_k if g.scale_block and menu.block_scaled is not None else menu.split_k
-    for tile in menu.gemm_tiles:
-        for swap in ((False, True) if tile.m != tile.n else (False,)):
-            o = _oriented(g, tile, swap, menu, hw)
-            if o is not None:
-                out += [_split(g, o, split, hw) for split in splits]
-                if menu.scheduler == "persistent":
-                    out.append(_stream_k(g, o, hw))
+    for tile in tiles:
+        for swap in ((False, True) if tile.m != tile.n or runs is not None else (False,)):
+            kept = True if runs is None else runs[(tile, swap)]
+            o = None if kept is False else _oriented(g, tile, swap, menu, hw)
+            if o is None:
+                continue
+            choices = [_split(g, o, split, hw) for split in splits]
+            if menu.scheduler == "persistent":
+                choices.append(_stream_k(g, o, hw))
+            if kept is not True:  # arrays of points: a tile the library does not run never wins
+                choices = [replace(c, time=np.where(kept, c.time, math.inf)) for c in choices]
+            out += choices
     return out

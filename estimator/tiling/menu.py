@@ -38,6 +38,7 @@ class Tmem:
 
 
 SCHEDULERS = ("waves", "persistent")
+PICKS = ("", "waves")  # how a block-scaled kernel's tile is set: fastest candidate, or the library's rule
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,18 @@ class BlockScaled:
     """The family's block-scaled GEMM kernel (an operand with one scale per `block` K elements, e.g. 1 x
     128 fp8 activation scales): the split-K factors it offers, and whether the scales are applied on
     CUDA cores in the K loop (`promote`: the accumulator is read out of the MMA, scaled and added every
-    scale block) rather than by the MMA itself."""
+    scale block) rather than by the MMA itself. `tiles`: the kernel's own tile menu where it has one (a
+    JIT-specialised kernel such as DeepGEMM's, not the family's general GEMM tiles; empty: the family's).
+    `pick: waves`: the library, not timing, sets the tile from the shape (estimator/tiling/pick.py):
+    swap-AB below `swap_below_m` rows, block M the smallest of the menu covering the dim it spans (else
+    the largest), block N the fewest waves, then the fullest last wave, then the smallest N
+    (DeepGEMM's get_best_gemm_config). Empty `pick`: the fastest candidate, as for every other GEMM."""
 
     split_k: tuple[int, ...]
     promote: bool
+    tiles: tuple[GemmTile, ...] = ()
+    pick: str = ""
+    swap_below_m: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,14 +188,42 @@ def _scheduler(gemm: dict, where: str, tmem: Tmem | None, tiles: tuple[GemmTile,
 def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"split_k", "promote", "source"}:
-        raise HwdescError(f"{where}: a mapping with split_k, promote and source")
+    required = {"split_k", "promote", "source"}
+    optional = {"tiles", "pick", "swap_below_m"}
+    if not isinstance(raw, dict) or not required <= set(raw) or set(raw) - required - optional:
+        raise HwdescError(f"{where}: a mapping with split_k, promote and source "
+                          f"(tiles, pick, swap_below_m optional)")
     if not str(raw["source"] or "").strip() or not isinstance(raw["promote"], bool):
         raise HwdescError(f"{where}: promote must be true or false, with a non-empty source")
     split_k = tuple(_positive_int(s, f"{where}.split_k") for s in raw["split_k"] or ())
     if not split_k:
         raise HwdescError(f"{where}.split_k: must be a non-empty list")
-    return BlockScaled(split_k, raw["promote"])
+    pick = raw.get("pick", "")
+    if pick not in PICKS:
+        raise HwdescError(f"{where}.pick: one of {', '.join(p for p in PICKS if p)}, got {pick!r}")
+    tiles = ()
+    if "tiles" in raw:
+        tiles = _tiles(_expand_n(raw["tiles"], f"{where}.tiles"), GemmTile,
+                       ("m", "n", "max_ctas_per_sm", "cluster_m", "cluster_n"), f"{where}.tiles")
+    if pick and not tiles:
+        raise HwdescError(f"{where}.pick: a library's pick needs its `tiles`")
+    swap_below = _positive_int(raw["swap_below_m"], f"{where}.swap_below_m") if "swap_below_m" in raw else 0
+    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below)
+
+
+def _expand_n(raw: Any, where: str) -> Any:
+    """A tile entry whose `n` is a list stands for one tile per N (a JIT kernel's block-N range)."""
+    if not isinstance(raw, list):
+        raise HwdescError(f"{where}: must be a non-empty list")
+    out = []
+    for i, t in enumerate(raw):
+        if isinstance(t, dict) and isinstance(t.get("n"), list):
+            if not t["n"]:
+                raise HwdescError(f"{where}[{i}].n: an empty list")
+            out += [{**t, "n": n} for n in t["n"]]
+        else:
+            out.append(t)
+    return out
 
 
 def parse(raw: Any, path: str) -> FamilyMenu:

@@ -1,0 +1,126 @@
+"""The block-scaled GEMM as the library runs it on Hopper (estimator/tiling/pick.py, gemm._edge): the tile
+DeepGEMM's get_best_gemm_config sets from the shape (hwdesc/tiles/hopper.yaml `block_scaled`), and the
+k-step cost of a partial M tile, against hand arithmetic."""
+
+import numpy as np
+import pytest
+
+from estimator.tiling import gemm as gemm_model
+from estimator.tiling import pick
+from estimator.tiling.menu import GemmTile, menu_for, parse
+from hwdesc import HwdescError
+
+HOPPER = menu_for("hopper")
+TILES = HOPPER.block_scaled.tiles
+NO_FIXED = {"tensor": 1.0, "dram": 1.0, "l2": 1.0, "l2_resident": 0.75, "launch_s": 0.0, "mem_latency_s": 0.0,
+            "split_k_s": 0.0}
+
+
+def hw(**eff):
+    return gemm_model.Hw(132, 3.35e12, 12.39e12, 50 * 2**20, 233472, {**NO_FIXED, **eff}, 66.9e12)
+
+
+def fp8(m, n, k, scale_block=128):
+    return gemm_model.Gemm(1, m, n, k, 1, 1, 2, 1978.9e12, 1.0, dram_bytes=m * k + n * k + 2 * m * n,
+                           scale_block=scale_block)
+
+
+def chosen(m, n):
+    runs = pick.picked(1, m, n, TILES, 132, HOPPER.block_scaled.swap_below_m)
+    (won,) = [(t.m, t.n, swap) for (t, swap), ok in runs.items() if ok]
+    return won
+
+
+def test_hopper_block_scaled_menu_is_deepgemms():
+    # block M 64 and 128, block N 16..128 in steps of 8 (15 values each), one CTA per SM, no cluster
+    assert sorted({t.m for t in TILES}) == [64, 128]
+    assert sorted({t.n for t in TILES}) == list(range(16, 129, 8))
+    assert len(TILES) == 2 * 15
+    assert all(t.max_ctas_per_sm == 1 and t.cluster_m == 1 for t in TILES)
+    assert (HOPPER.block_scaled.pick, HOPPER.block_scaled.swap_below_m) == ("waves", 32)
+
+
+def test_block_m_covers_the_dim_it_spans():
+    # the smallest of {64, 128} at or above the dim, else the largest
+    assert [pick.covering_m(m, TILES) for m in (1, 64, 65, 128, 129, 4096)] == [64, 64, 128, 128, 128, 128]
+    assert list(pick.covering_m(np.array([64, 65]), TILES)) == [64, 128]
+
+
+def test_fewest_waves_then_fullest_last_wave():
+    # M 129, N 4096: 2 m-tiles of 128; N 64 gives 2 x 64 = 128 tiles (1 wave, 128 in it); N 56 gives
+    # 2 x ceil(4096 / 56) = 148 (2 waves); N 128 gives 64 tiles (1 wave, only 64 in it): N 64 wins
+    assert chosen(129, 4096) == (128, 64, False)
+    # M 2048: 16 m-tiles; only N 128 stays at 4 waves (16 x 32 = 512 <= 4 x 132 = 528; N 120: 16 x 35 = 560)
+    assert chosen(2048, 4096) == (128, 128, False)
+    # M 1025: 9 m-tiles, 3 waves at best (9 x 32 = 288 > 264); the fullest last wave at 3 waves:
+    # N 96: 9 x 43 = 387, 123 in the last (N 104: 9 x 40 = 360, 96; N 88: 9 x 47 = 423, 4 waves)
+    assert chosen(1025, 4096) == (128, 96, False)
+    # M 64 takes block M 64: 1 m-tile x ceil(4096 / 32) = 128 tiles at N 32 (N 24: 171 tiles, 2 waves)
+    assert chosen(64, 4096) == (64, 32, False)
+
+
+def test_small_m_swaps_and_takes_the_smallest_n():
+    # M 5 < 32: A and B swap, the tile's M spans N = 4096 (block M 128), its N the 5 tokens: every N
+    # gives 32 x 1 = 32 tiles, so the tie goes to the smallest, 16
+    assert chosen(5, 4096) == (128, 16, True)
+
+
+def test_arrays_of_points_mark_one_tile_per_point():
+    m = np.array([129, 2048, 5])
+    runs = pick.picked(1, m, np.array([4096, 4096, 4096]), TILES, 132, 32)
+    won = np.sum([ok for ok in runs.values()], axis=0)
+    assert list(won) == [1, 1, 1]
+    assert list(runs[(GemmTile(128, 64), False)]) == [True, False, False]
+    assert list(runs[(GemmTile(128, 16), True)]) == [False, False, True]
+
+
+def test_candidates_are_the_picked_tile_only():
+    h = hw(block_scale=0.25)
+    cands = gemm_model.candidates(fp8(129, 4096, 4096), HOPPER, h)
+    assert [(c.tile.m, c.tile.n, c.swap, c.split) for c in cands] == [(128, 64, False, 1)]
+    # a per-tensor fp8 GEMM of the same shape keeps the family's menu and timing choice
+    assert len(gemm_model.candidates(fp8(129, 4096, 4096, scale_block=0), HOPPER, h)) > 1
+    # arrays: the tiles the library does not run at a point are infinitely slow there
+    arr = gemm_model.candidates(fp8(np.array([129.0, 2048.0]), 4096, 4096), HOPPER, h)
+    fastest = np.min(np.stack([c.time for c in arr]), axis=0)
+    for point, m in enumerate((129, 2048)):
+        (alone,) = gemm_model.candidates(fp8(m, 4096, 4096), HOPPER, h)
+        assert fastest[point] == pytest.approx(alone.time)
+
+
+def test_a_partial_m_tile_pays_per_padded_row_and_k_step():
+    # M 129 in 128x64 tiles: the second m-tile has 2 x 128 - 129 = 127 padded rows; K 4096 is 32 k-steps
+    # of 128: 32 x 127 x 2e-9 s = 8.128 us more than with no cost per row
+    tile = GemmTile(128, 64)
+    base = gemm_model.price_tile(fp8(129, 4096, 4096), tile, False, 1, HOPPER, hw(block_scale=0.25))
+    edge = gemm_model.price_tile(fp8(129, 4096, 4096), tile, False, 1, HOPPER,
+                                 hw(block_scale=0.25, block_scale_oob_s=2e-9))
+    assert edge.t_compute - base.t_compute == pytest.approx(32 * 127 * 2e-9)
+    # a full last tile (M 256) and a per-tensor GEMM pay nothing
+    for g in (fp8(256, 4096, 4096), fp8(129, 4096, 4096, scale_block=0)):
+        a = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25))
+        b = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25, block_scale_oob_s=2e-9))
+        assert a.t_compute == b.t_compute
+
+
+def _menu(block_scaled):
+    raw = {"family": "x", "mma": "m", "gemm": {
+        "k_bytes": 128, "min_stages": 2, "max_stages": 8, "smem_reserved_bytes": 0, "epilogue_smem_bytes": 0,
+        "accumulator_bytes_per_sm": 196608, "split_k": [1], "tiles": [{"m": 128, "n": 128}],
+        "block_scaled": block_scaled},
+        "attention": {"tiles": [{"q": 128, "kv": 128, "max_head_dim": 128}], "decode_kv": 128,
+                      "decode_mma": [{"kv_bytes": [2], "q_rows": 16, "max_ctas_per_sm": 1}],
+                      "decode_splits": [1], "decode_ctas_per_sm": 1, "decode_max_group": 8}}
+    return parse(raw, "test.yaml")
+
+
+def test_menu_expands_n_lists_and_checks_the_pick():
+    bs = {"split_k": [1], "promote": True, "source": "s", "pick": "waves",
+          "tiles": [{"m": 64, "n": [16, 24]}, {"m": 128, "n": 32}]}
+    tiles = _menu(bs).block_scaled.tiles
+    assert [(t.m, t.n) for t in tiles] == [(64, 16), (64, 24), (128, 32)]
+    with pytest.raises(HwdescError, match="pick"):
+        _menu({**bs, "pick": "fastest"})
+    with pytest.raises(HwdescError, match="needs its `tiles`"):
+        _menu({k: v for k, v in bs.items() if k != "tiles"})
+    assert _menu({"split_k": [1], "promote": True, "source": "s"}).block_scaled.tiles == ()
