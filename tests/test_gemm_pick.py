@@ -124,3 +124,20 @@ def test_menu_expands_n_lists_and_checks_the_pick():
     with pytest.raises(HwdescError, match="needs its `tiles`"):
         _menu({k: v for k, v in bs.items() if k != "tiles"})
     assert _menu({"split_k": [1], "promote": True, "source": "s"}).block_scaled.tiles == ()
+
+
+def test_a_tile_straddling_two_weight_scale_blocks():
+    # N 40 does not divide the 128-column weight-scale block: at most 6 stages (DeepGEMM's {6, 5, 4};
+    # shared memory alone would hold (233472 - 1024 - 128 x 40 x 2) // ((128 + 40) x 128) = 10, capped at
+    # the menu's 8), and `block_scale_straddle_s` more per k-step. M 2048 x N 4096 in 128x40:
+    # 16 x ceil(4096 / 40) = 16 x 103 = 1648 tiles = 13 waves of 132, 32 k-steps: 13 x 32 x 1e-7 s more
+    g, h = fp8(2048, 4096, 4096), hw(block_scale=0.25)
+    straddling = hw(block_scale=0.25, block_scale_straddle_s=1e-7)
+    base = gemm_model.price_tile(g, GemmTile(128, 40), False, 1, HOPPER, h)
+    more = gemm_model.price_tile(g, GemmTile(128, 40), False, 1, HOPPER, straddling)
+    assert (base.stages, base.waves) == (6, 13)
+    assert more.t_compute - base.t_compute == pytest.approx(13 * 32 * 1e-7)
+    # N 32 divides it: (232448 - 8192) // (160 x 128) = 10 stages fit, the menu's 8 run; no extra
+    whole = gemm_model.price_tile(g, GemmTile(128, 32), False, 1, HOPPER, straddling)
+    assert whole.stages == 8
+    assert whole.t_compute == gemm_model.price_tile(g, GemmTile(128, 32), False, 1, HOPPER, h).t_compute

@@ -372,8 +372,8 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s")
-FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 1e-9}
+FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 1e-9, "block_scale_straddle_s": 5e-8}
 
 
 def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:
@@ -408,7 +408,8 @@ def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[
 
     start = {k: hw.efficiency.get(k, FP8_START[k]) for k in keys}
     clipped = {k: min(max(start[k], 0.05), 0.95) for k in keys}
-    x = np.array([np.log(start[k]) if k.endswith("_s") else np.log(clipped[k] / (1 - clipped[k])) for k in keys])
+    x = np.array([np.log(start[k]) if k.endswith("_s") else np.log(clipped[k] / (1 - clipped[k]))
+                  for k in keys])
     for step in (0.3, 0.1):
         x, _ = nelder_mead(f, x, step=step, iters=30, tol=1e-3)
     return rounded(unpack(x))

@@ -235,6 +235,8 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     cpsm, stages, tile_k = occ
     eff = hw.eff
     rows, cols = (tile.n, tile.m) if swap else (tile.m, tile.n)
+    if _straddles(g, cols, menu) and menu.block_scaled.straddle_max_stages:  # the library's shorter pipeline
+        stages = min(stages, menu.block_scaled.straddle_max_stages)
     tiles_m = sm.ceil_div(g.m, rows)
     tiles_n = sm.ceil_div(g.n, cols)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
@@ -302,13 +304,25 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     `scale_block` K elements the CTA waits for its MMAs, multiplies its rows x cols partial accumulator
     by the scales and adds it into the fp32 result on CUDA cores (2 FLOPs an element, at `block_scale`
     of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
-    CTA's MMAs may run under it). 0 otherwise."""
+    CTA's MMAs may run under it). A tile whose N does not divide the weights' scale block straddles two
+    of them (`_straddles`) and pays `block_scale_straddle_s` more a k-step (its promotion picks between
+    two weight scales per column). 0 otherwise."""
     if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
         return 0.0
     if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
         return 0.0
     per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
-    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm
+    straddle = hw.eff.get("block_scale_straddle_s", 0.0) if _straddles(g, cols, menu) else 0.0
+    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm + straddle
+
+
+def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
+    """Whether a block-scaled tile of `cols` columns (along N) straddles the weights' scale blocks
+    (`scale_block` x `scale_block`, DeepSeek-V3 style): some tiles then span two of them. Only for a
+    library-picked kernel (`block_scaled.pick`): DeepGEMM keeps the second scale and, per its
+    get_best_gemm_config, at most 6 pipeline stages (`straddle_max_stages`) for such a block N."""
+    scaled = menu.block_scaled
+    return bool(g.scale_block and scaled is not None and scaled.pick and g.scale_block % cols)
 
 
 def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:

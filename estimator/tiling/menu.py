@@ -58,6 +58,7 @@ class BlockScaled:
     tiles: tuple[GemmTile, ...] = ()
     pick: str = ""
     swap_below_m: int = 0
+    straddle_max_stages: int = 0  # pipeline stages of a tile straddling two weight-scale blocks (0: any)
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,10 @@ def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     if raw is None:
         return None
     required = {"split_k", "promote", "source"}
-    optional = {"tiles", "pick", "swap_below_m"}
+    optional = {"tiles", "pick", "swap_below_m", "straddle_max_stages"}
     if not isinstance(raw, dict) or not required <= set(raw) or set(raw) - required - optional:
         raise HwdescError(f"{where}: a mapping with split_k, promote and source "
-                          f"(tiles, pick, swap_below_m optional)")
+                          f"(tiles, pick, swap_below_m, straddle_max_stages optional)")
     if not str(raw["source"] or "").strip() or not isinstance(raw["promote"], bool):
         raise HwdescError(f"{where}: promote must be true or false, with a non-empty source")
     split_k = tuple(_positive_int(s, f"{where}.split_k") for s in raw["split_k"] or ())
@@ -207,8 +208,9 @@ def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
                        ("m", "n", "max_ctas_per_sm", "cluster_m", "cluster_n"), f"{where}.tiles")
     if pick and not tiles:
         raise HwdescError(f"{where}.pick: a library's pick needs its `tiles`")
-    swap_below = _positive_int(raw["swap_below_m"], f"{where}.swap_below_m") if "swap_below_m" in raw else 0
-    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below)
+    swap_below, stages = (_positive_int(raw[k], f"{where}.{k}") if k in raw else 0
+                          for k in ("swap_below_m", "straddle_max_stages"))
+    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below, stages)
 
 
 def _expand_n(raw: Any, where: str) -> Any:
