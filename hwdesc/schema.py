@@ -33,11 +33,13 @@ OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
                 "attention_prefill_s", "attention_decode_s", "attention_decode_cta_s", "attention_split_s",
-                "attention_decode_row_s")
+                "attention_decode_row_s", "block_scale_oob_s", "block_scale_straddle_s")
 # (attention_decode_row_s: per padded Q row x head-dim element of a decode CTA whose kernel sets
 # row_cost, absent means 0; attention_decode_cta_s: a decode CTA's fixed cost, absent means
 # attention_cta_s, the prefill CTA's;
-# attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s.)
+# attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s;
+# block_scale_oob_s / block_scale_straddle_s: a library-picked block-scaled GEMM's k-step cost per padded
+# row of its partial M tile / of a tile straddling two weight-scale blocks, absent means 0.)
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)

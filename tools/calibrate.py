@@ -31,7 +31,11 @@ block-scaled, activation quantization included), with every other constant as th
 a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
 estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred);
 `--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
-and CUDA-core promotion are its own).
+and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fitted (default
+tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
+`block_scale_oob_s` (a k-step's cost per padded row of its partial M tile) and `block_scale_straddle_s`
+(a k-step's extra for a tile straddling two weight-scale blocks), estimator/tiling/gemm.py. When every
+key named is a block_scale one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
