@@ -46,8 +46,9 @@ DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
 # Optional: attention's own L2 fraction (estimator/tiling/attention.py l2_fraction); absent means `l2`.
 # Optional: the GEMM output path and block scales (estimator/tiling/gemm.py): the share of an SM's L2
 # bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the
-# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper); absent: no such term.
-GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
+# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper), and of the DRAM bandwidth a
+# library-picked block-scaled kernel's C stores reach (absent: dram_store's); absent: no such term.
+GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale", "block_scale_store")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
                   *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)

@@ -89,18 +89,36 @@ def test_candidates_are_the_picked_tile_only():
 
 
 def test_a_partial_m_tile_pays_per_padded_row_and_k_step():
-    # M 129 in 128x64 tiles: the second m-tile has 2 x 128 - 129 = 127 padded rows; K 4096 is 32 k-steps
-    # of 128: 32 x 127 x 2e-9 s = 8.128 us more than with no cost per row
+    # M 129 in 128x64 tiles: the second m-tile has 2 x 128 - 129 = 127 padded rows in each of its
+    # 4096 / 64 = 64 CTAs; K 4096 is 32 k-steps of 128: 32 x 127 x 64 x 2e-11 s = 5.2019 us more
     tile = GemmTile(128, 64)
     base = gemm_model.price_tile(fp8(129, 4096, 4096), tile, False, 1, HOPPER, hw(block_scale=0.25))
     edge = gemm_model.price_tile(fp8(129, 4096, 4096), tile, False, 1, HOPPER,
-                                 hw(block_scale=0.25, block_scale_oob_s=2e-9))
-    assert edge.t_compute - base.t_compute == pytest.approx(32 * 127 * 2e-9)
+                                 hw(block_scale=0.25, block_scale_oob_s=2e-11))
+    assert edge.t_compute - base.t_compute == pytest.approx(32 * 127 * 64 * 2e-11)
+    assert 32 * 127 * 64 * 2e-11 == pytest.approx(5.2019e-6, rel=1e-4)
     # a full last tile (M 256) and a per-tensor GEMM pay nothing
     for g in (fp8(256, 4096, 4096), fp8(129, 4096, 4096, scale_block=0)):
         a = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25))
-        b = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25, block_scale_oob_s=2e-9))
+        b = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25, block_scale_oob_s=2e-11))
         assert a.t_compute == b.t_compute
+
+
+def test_the_block_scaled_kernel_stores_c_at_its_own_dram_share():
+    # 4096 x 65536 x 256: C is 4096 x 65536 x 2 B = 536.9 MB, stored at block_scale_store (0.4) of
+    # 3.35 TB/s, not at dram_store (0.8): 536.9e6 / (0.4 x 3.35e12) - 536.9e6 / (0.8 x 3.35e12) = 200.3 us
+    g, tile = fp8(4096, 65536, 256), GemmTile(128, 128)
+    own = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25, dram_store=0.8,
+                                                              block_scale_store=0.4))
+    plain = gemm_model.price_tile(g, tile, False, 1, HOPPER, hw(block_scale=0.25, dram_store=0.8))
+    c_bytes = 4096 * 65536 * 2
+    assert own.t_dram - plain.t_dram == pytest.approx(c_bytes / (0.4 * 3.35e12) - c_bytes / (0.8 * 3.35e12))
+    assert own.t_dram - plain.t_dram == pytest.approx(200.3e-6, rel=1e-3)
+    # a per-tensor GEMM keeps dram_store
+    per_tensor = fp8(4096, 65536, 256, scale_block=0)
+    both = hw(dram_store=0.8, block_scale_store=0.4)
+    assert (gemm_model.price_tile(per_tensor, tile, False, 1, HOPPER, both).t_dram
+            == gemm_model.price_tile(per_tensor, tile, False, 1, HOPPER, hw(dram_store=0.8)).t_dram)
 
 
 def _menu(block_scaled):

@@ -33,8 +33,9 @@ estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by ro
 `--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
 and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fitted (default
 tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
-`block_scale_oob_s` (a k-step's cost per padded row of its partial M tile) and `block_scale_straddle_s`
-(a k-step's extra for a tile straddling two weight-scale blocks), estimator/tiling/gemm.py. When every
+`block_scale_oob_s` (a k-step's cost per padded row of its partial M tile, per CTA on it),
+`block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
+`block_scale_store` (the DRAM share its C stores reach), estimator/tiling/gemm.py. When every
 key named is a block_scale one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
@@ -376,8 +377,9 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s")
-FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 1e-9, "block_scale_straddle_s": 5e-8}
+FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
+             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5}
 
 
 def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:

@@ -226,6 +226,7 @@ class _Oriented:
     l2: Any
     t_l2: Any
     t_edge: Any = 0.0  # a k-step's extra time on the partial M tile (_edge), once per kernel
+    store_key: str = "dram_store"  # the efficiency key of C's DRAM store (_store_key)
 
 
 def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> _Oriented | None:
@@ -255,7 +256,9 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
                      t_mma_one, t_load, epilogue, t_promote,
                      _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
-                     l2 / (hw.l2_bytes_per_s * eff["l2"]), t_edge=_edge(g, tiles_m * rows - g.m, menu, hw))
+                     l2 / (hw.l2_bytes_per_s * eff["l2"]),
+                     t_edge=_edge(g, (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
+                     store_key=_store_key(g, menu))
 
 
 def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
@@ -268,7 +271,7 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
         dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
-    t_dram = _t_dram(g, dram_extra, hw)
+    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     if split > 1:
         time = time + eff["split_k_s"]
@@ -276,16 +279,26 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
                   t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
 
 
-def _t_dram(g: Gemm, dram_extra: Any, hw: Hw) -> Any:
+def _store_key(g: Gemm, menu: FamilyMenu) -> str:
+    """The efficiency key of C's DRAM store: `block_scale_store` for a library-picked block-scaled kernel
+    (DeepGEMM's epilogue writes C with 16-byte st.global from its math threads, write_result_to_gmem in
+    TensorRT-LLM's deep_gemm/fp8_gemm_impl.cuh, not TMA bulk stores), else `dram_store`."""
+    scaled = menu.block_scaled
+    return "block_scale_store" if g.scale_block and scaled is not None and scaled.pick else "dram_store"
+
+
+def _t_dram(g: Gemm, dram_extra: Any, hw: Hw, store_key: str = "dram_store") -> Any:
     """DRAM time: reads (and any epilogue traffic) at `dram` of the bandwidth, the output C at
     `dram_store` of it where the descriptor has one: a GEMM stores C tile by tile (rows of tile_n
     elements scattered at a stride of N), which the DRAM absorbs at a smaller share of its bandwidth than
     the long streams of its reads. NB: split-K partials are charged at the read rate."""
     bw = hw.dram_bytes_per_s
     store = g.batch * g.m * g.n * g.c_bytes
-    if "dram_store" not in hw.eff:
+    if store_key not in hw.eff:
+        store_key = "dram_store"
+    if store_key not in hw.eff:
         return (g.dram_bytes + dram_extra) / (bw * hw.eff["dram"])
-    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff["dram_store"])
+    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff[store_key])
 
 
 def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
@@ -327,13 +340,14 @@ def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
 
 def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:
     """The k-step of a block-scaled kernel's partial M tile (the library-picked kernel of
-    `block_scaled.pick`): `block_scale_oob_s` per padded row (the tile's rows past M), paid once per
-    kernel (the CTAs of the partial tile run their K loop side by side). 0 otherwise.
+    `block_scaled.pick`): `block_scale_oob_s` per padded row (the tile's rows past M) of every CTA on
+    that tile (one per tile along N), paid once per kernel: a GPU-wide cost, as if the padded rows
+    were loaded at a shared rate, whichever waves those CTAs run in. 0 otherwise.
     NB: inferred from the H100 fp8_block rows (DeepGEMM through TensorRT-LLM), not from a document:
     within each 128-row step of M the time falls as M fills the last tile (N 16384, K 8192: 117.5 us at
-    M = 129, 71.5 us at 256), proportional to K; the TMA loads of the tile's out-of-bounds rows are
-    the likely cause (zero-filled, at a per-row cost). Padded rows are the activation rows (M) of the
-    tile in either orientation (swapped, they are the MMA's N side)."""
+    M = 129, 71.5 us at 256), in proportion to K and growing with the CTAs on the partial tile (N 128:
+    hardly any step); the TMA loads of the tile's out-of-bounds rows are the likely cause. Padded rows
+    are the activation rows (M) of the tile in either orientation (swapped, the MMA's N side)."""
     scaled = menu.block_scaled
     if not g.scale_block or scaled is None or not scaled.pick or "block_scale_oob_s" not in hw.eff:
         return 0.0
@@ -367,7 +381,7 @@ def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
     partials = 2 * sm.minimum(o.slots, tail * o.k_steps) * rows * cols * FP32_BYTES
     dram_extra = o.dram_extra + partials
     t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
-    t_dram = _t_dram(g, dram_extra, hw)
+    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     waves = full + has_tail
     busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
