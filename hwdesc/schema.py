@@ -33,25 +33,29 @@ OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
                 "attention_prefill_s", "attention_decode_s", "attention_decode_cta_s", "attention_split_s",
-                "attention_decode_row_s", "block_scale_oob_s", "block_scale_straddle_s")
+                "attention_decode_row_s")
 # (attention_decode_row_s: per padded Q row x head-dim element of a decode CTA whose kernel sets
 # row_cost, absent means 0; attention_decode_cta_s: a decode CTA's fixed cost, absent means
 # attention_cta_s, the prefill CTA's;
-# attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s;
-# block_scale_oob_s / block_scale_straddle_s: a library-picked block-scaled GEMM's k-step cost per padded
-# row of its partial M tile / of a tile straddling two weight-scale blocks, absent means 0.)
+# attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s.)
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
 # Optional: attention's own L2 fraction (estimator/tiling/attention.py l2_fraction); absent means `l2`.
 # Optional: the GEMM output path and block scales (estimator/tiling/gemm.py): the share of an SM's L2
 # bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the
-# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper), and of the DRAM bandwidth a
-# library-picked block-scaled kernel's C stores reach (absent: dram_store's); absent: no such term.
-GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale", "block_scale_store")
+# SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper); absent: no such term.
+GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
                   *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
+# Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
+# (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/tiling/gemm.py): a k-step's cost per padded row
+# of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks
+# (seconds), and the share of the DRAM bandwidth its C stores reach; absent: 0, 0 and dram_store's.
+BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s")
+BLOCK_KERNEL_FRACTIONS = ("block_scale_store",)
+BLOCK_KERNEL_KEYS = (*BLOCK_KERNEL_SECONDS, *BLOCK_KERNEL_FRACTIONS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
@@ -231,13 +235,15 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
-                                             *TILE_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
+                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS), EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
-    for key in (*EFFICIENCY_FRACTIONS, *(k for k in TILE_FRACTIONS if k in efficiency)):
+    fractions = (*TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS)
+    for key in (*EFFICIENCY_FRACTIONS, *(k for k in fractions if k in efficiency)):
         if efficiency[key] > 1:
             raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
-    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *(k for k in TILE_SECONDS if k in efficiency)):
+    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS,
+                *(k for k in (*TILE_SECONDS, *BLOCK_KERNEL_SECONDS) if k in efficiency)):
         if efficiency.get(key, 0.0) >= MAX_MIN_KERNEL_S:
             raise v.fail(f"efficiency.{key}",
                          f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")
