@@ -4,11 +4,17 @@ k-step cost of a partial M tile, against hand arithmetic."""
 
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
+import hwdesc
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.study.sweep import Sweeper
 from estimator.tiling import gemm as gemm_model
 from estimator.tiling import pick
 from estimator.tiling.menu import GemmTile, menu_for, parse
 from hwdesc import HwdescError
+from passes import DEFAULT_STRATEGY, pipeline_for
 
 HOPPER = menu_for("hopper")
 TILES = HOPPER.block_scaled.tiles
@@ -159,3 +165,39 @@ def test_a_tile_straddling_two_weight_scale_blocks():
     whole = gemm_model.price_tile(g, GemmTile(128, 32), False, 1, HOPPER, straddling)
     assert whole.stages == 8
     assert whole.t_compute == gemm_model.price_tile(g, GemmTile(128, 32), False, 1, HOPPER, h).t_compute
+
+
+def _block_fp8_model(n, k):
+    """x[m, k] (bf16, m free) -> QuantizeLinear to e4m3 with 1 x 128 scales -> MatMul with an e4m3
+    weight [k, n] (an external initializer: no bytes)."""
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT8E4M3FN, dims=[k, n],
+                    data_location=TensorProto.EXTERNAL)
+    for key, val in (("location", "w.bin"), ("offset", "0"), ("length", "1")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, val
+    info = helper.make_tensor_value_info
+    inputs = [info("x", TensorProto.BFLOAT16, ["m", k]), info("x_scale", TensorProto.FLOAT, ["m", k // 128])]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", axis=1,
+                              block_size=128, output_dtype=TensorProto.FLOAT8E4M3FN),
+             helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
+    graph = helper.make_graph(nodes, "fp8", inputs, [info("y", TensorProto.BFLOAT16, ["m", n])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_a_sweep_over_m_prices_each_point_as_dim_does():
+    # the pick changes with M (swap-AB, block M 64 / 128, block N by waves): arrays of points take, at
+    # each point, exactly the tile and price --dim takes
+    h100 = hwdesc.load("h100-sxm")
+    graph = import_model(_block_fp8_model(4096, 4096))
+
+    def run(dims):
+        return estimate(graph, h100, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims=dims)
+
+    ms = [5, 64, 65, 129, 256, 1025, 2048, 4097]
+    pts = Sweeper(run).evaluate({"m": np.array(ms)})
+    for i, m in enumerate(ms):
+        assert pts.estimate_s[i] == pytest.approx(float(run({"m": m}).totals["estimate_s"]), rel=1e-9)
+    tiles = {m: next(k.kernel.tile.tile for k in run({"m": m}).kernels if k.kernel.name == "gemm")
+             for m in (5, 129, 2048)}
+    assert tiles == {5: "16x128x128 swapAB scales1x128", 129: "128x64x128 scales1x128",
+                     2048: "128x128x128 scales1x128"}
