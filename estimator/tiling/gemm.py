@@ -414,7 +414,9 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     for tile in tiles:
         for swap in ((False, True) if tile.m != tile.n or runs is not None else (False,)):
             kept = True if runs is None else runs[(tile, swap)]
-            o = None if kept is False else _oriented(g, tile, swap, menu, hw)
+            if kept is False or (isinstance(kept, np.ndarray) and not kept.any()):
+                continue  # the library runs this tile at no point
+            o = _oriented(g, tile, swap, menu, hw)
             if o is None:
                 continue
             choices = [_split(g, o, split, hw) for split in splits]
