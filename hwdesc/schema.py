@@ -52,8 +52,9 @@ TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
 # (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/tiling/gemm.py): a k-step's cost per padded row
 # of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks
-# (seconds), and the share of the DRAM bandwidth its C stores reach; absent: 0, 0 and dram_store's.
-BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s")
+# (seconds), and the share of the DRAM bandwidth its C stores reach; absent: 0, 0 and dram_store's; and
+# a round of the 1 x block quantization kernel's grid-stride loop (menu `block_quant`, tiling/quant.py).
+BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s", "block_quant_round_s")
 BLOCK_KERNEL_FRACTIONS = ("block_scale_store",)
 BLOCK_KERNEL_KEYS = (*BLOCK_KERNEL_SECONDS, *BLOCK_KERNEL_FRACTIONS)
 CONFIDENCES = frozenset({"low", "medium", "high"})

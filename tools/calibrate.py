@@ -35,8 +35,9 @@ and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fit
 tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
 `block_scale_oob_s` (a k-step's cost per padded row of its partial M tile, per CTA on it),
 `block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
-`block_scale_store` (the DRAM share its C stores reach), estimator/tiling/gemm.py. When every
-key named is a block_scale one, only fp8_block rows are sampled.
+`block_scale_store` (the DRAM share its C stores reach), estimator/tiling/gemm.py, and the 1 x 128
+quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/tiling/quant.py).
+When every key named is a block_ one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -377,9 +378,10 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store")
+FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
+            "block_quant_round_s")
 FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
-             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5}
+             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6}
 
 
 def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:
@@ -394,7 +396,7 @@ def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[
                          f"(choose from {', '.join(FP8_KEYS)})")
 
     rows = vk.rows_of(data, "fp8")
-    if all(k.startswith("block_scale") for k in keys):  # constants of the block-scaled kernel alone
+    if all(k.startswith("block_") for k in keys):  # constants of the block-scaled rows alone
         rows = select(rows, rows["dtype"] == "fp8_block")
     idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
     models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]

@@ -107,6 +107,9 @@ class FamilyMenu:
     # "waves": CTAs launched in waves, as fitted on Hopper; "persistent": one CTA per slot taking tiles
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
+    # the framework's 1 x block activation quantization kernel (estimator/tiling/quant.py): warps per SM of
+    # its grid-stride loop, one group of block_size values per warp a round (0: priced as any stream)
+    block_quant_warps_per_sm: int = 0
 
 
 def menus_dir() -> Path:
@@ -228,6 +231,14 @@ def _expand_n(raw: Any, where: str) -> Any:
     return out
 
 
+def _block_quant(raw: Any, where: str) -> int:
+    if raw is None:
+        return 0
+    if not isinstance(raw, dict) or set(raw) != {"warps_per_sm", "source"} or not str(raw["source"]).strip():
+        raise HwdescError(f"{where}: a mapping with warps_per_sm and a non-empty source")
+    return _positive_int(raw["warps_per_sm"], f"{where}.warps_per_sm")
+
+
 def parse(raw: Any, path: str) -> FamilyMenu:
     if not isinstance(raw, dict):
         raise HwdescError(f"{path}: must be a mapping")
@@ -261,6 +272,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         decode_max_group=_positive_int(_need(attn, "decode_max_group", f"{path}: attention"),
                                        "attention.decode_max_group"),
         block_scales=dict(raw.get("block_scales") or {}),
+        block_quant_warps_per_sm=_block_quant(raw.get("block_quant"), f"{path}: block_quant"),
         tmem=tmem,
         block_scaled=_block_scaled(gemm.get("block_scaled"), f"{where}.block_scaled"),
         scheduler=_scheduler(gemm, where, tmem, tiles),
