@@ -11,7 +11,7 @@ from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.study.sweep import Sweeper
 from estimator.tiling import gemm as gemm_model
-from estimator.tiling import pick
+from estimator.tiling import pick, quant
 from estimator.tiling.menu import GemmTile, menu_for, parse
 from hwdesc import HwdescError
 from passes import DEFAULT_STRATEGY, pipeline_for
@@ -201,3 +201,60 @@ def test_a_sweep_over_m_prices_each_point_as_dim_does():
              for m in (5, 129, 2048)}
     assert tiles == {5: "16x128x128 swapAB scales1x128", 129: "128x64x128 scales1x128",
                      2048: "128x128x128 scales1x128"}
+
+
+def _h100_with(**eff):
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    h100 = hwdesc.load("h100-sxm")
+    return replace(h100, efficiency=MappingProxyType({**h100.efficiency, **eff}))
+
+
+def _quant_kernel(result):
+    return next(k for k in result.kernels if k.kernel.name == "quantize")
+
+
+def test_block_quantization_runs_latency_bound_rounds():
+    # x [4096, 8192] in 1 x 128 groups: 4096 x 64 = 262144 groups over 132 SMs x 64 warps = 8448 warps:
+    # ceil(31.03) = 32 rounds; the 31 after the first at 1.8 us = 55.8 us, above the streaming time
+    # (64 MiB of bf16 read, 32 MiB of e4m3 and 1 MiB of scales written: ~37 us at 0.822 x 3.35 TB/s)
+    graph = import_model(_block_fp8_model(4096, 8192))
+    kernel = next(k for k in run_lowered(graph) if k.name == "quantize")
+    # M is free in the graph: ceiling(64 m / 8448) = ceiling(m / 132)
+    rounds = quant.block_quant_rounds(graph, kernel, 132, 64)
+    assert rounds.subs({s: 4096 for s in rounds.free_symbols}) == 32
+    h = _h100_with(block_quant_round_s=1.8e-6)
+    r = estimate(graph, h, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims={"m": 4096})
+    fixed = h.efficiency["launch_s"] + h.efficiency["mem_latency_s"]
+    assert float(_quant_kernel(r).timing.estimate_s) == pytest.approx(fixed + 31 * 1.8e-6)
+    # one round (M 1: 64 groups) adds nothing to the streaming kernel
+    small = [estimate(graph, hh, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims={"m": 1})
+             for hh in (h, _h100_with())]
+    times = [float(_quant_kernel(r).timing.estimate_s) for r in small]
+    assert times[0] == times[1]
+
+
+def run_lowered(graph):
+    from estimator.kernel import CostCache, lower
+    from passes import Pipeline
+
+    lowered = Pipeline.parse(pipeline_for(DEFAULT_STRATEGY)).run(graph)
+    return lower(lowered, CostCache(lowered)).kernels
+
+
+def test_block_quant_menu_entry_is_checked():
+    assert HOPPER.block_quant_warps_per_sm == 64  # TensorRT-LLM: 8 blocks of 256 threads per SM
+    assert menu_for("blackwell").block_quant_warps_per_sm == 0  # no such kernel described: a stream
+    with pytest.raises(HwdescError, match="block_quant"):
+        _menu_with_quant({"warps_per_sm": 64})  # no source
+
+
+def _menu_with_quant(block_quant):
+    raw = {"family": "x", "mma": "m", "block_quant": block_quant, "gemm": {
+        "k_bytes": 128, "min_stages": 2, "max_stages": 8, "smem_reserved_bytes": 0, "epilogue_smem_bytes": 0,
+        "accumulator_bytes_per_sm": 196608, "split_k": [1], "tiles": [{"m": 128, "n": 128}]},
+        "attention": {"tiles": [{"q": 128, "kv": 128, "max_head_dim": 128}], "decode_kv": 128,
+                      "decode_mma": [{"kv_bytes": [2], "q_rows": 16, "max_ctas_per_sm": 1}],
+                      "decode_splits": [1], "decode_ctas_per_sm": 1, "decode_max_group": 8}}
+    return parse(raw, "test.yaml")
