@@ -16,8 +16,8 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
                  (C tiles stored after the mainloop; 0 for a persistent scheduler, which overlaps them)
     t_promote  = 2 * tile_m * tile_n / (cuda_fp32_per_SM * eff_block_scale)
                  (block-scaled operand on a family whose MMA takes no scales: per 128-K block, else 0)
-    t_edge     = (ceil(M / rows) * rows - M) * block_scale_oob_s      (rows: the tile's side along M)
-                 (a library-picked block-scaled kernel's k-step on its partial M tile: per padded row, else 0)
+    t_edge     = (ceil(M / rows) * rows - M) * batch * tiles_n * block_scale_oob_s  (rows: the tile's side
+                 along M; a library-picked block-scaled kernel's k-step on its partial M tile, else 0)
     t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
                                                                       (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
@@ -31,6 +31,10 @@ and a persistent scheduler (`scheduler: persistent`: one CTA per slot pulling ti
 cluster launch control runs it), which besides every split-K offers the stream-K tail (`_stream_k`):
 the last wave's leftover tiles spread by K over every slot instead of leaving slots idle. Hopper,
 Ampere and sm_120 menus keep `waves` (the formula above, as fitted on the H100 tables).
+
+A block-scaled GEMM whose family names its library's kernel (`block_scaled.tiles` and `pick`: Hopper's
+DeepGEMM) is priced on that kernel's one tile, the one the library sets from the shape
+(estimator/tiling/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`).
 
 `mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
 fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
