@@ -50,6 +50,14 @@ GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
                   *GEMM_STORE_FRACTIONS)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
+# Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
+# (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/tiling/gemm.py): a k-step's cost per padded row
+# of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks
+# (seconds), and the share of the DRAM bandwidth its C stores reach; absent: 0, 0 and dram_store's; and
+# a round of the 1 x block quantization kernel's grid-stride loop (menu `block_quant`, tiling/quant.py).
+BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s", "block_quant_round_s")
+BLOCK_KERNEL_FRACTIONS = ("block_scale_store",)
+BLOCK_KERNEL_KEYS = (*BLOCK_KERNEL_SECONDS, *BLOCK_KERNEL_FRACTIONS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
@@ -229,13 +237,15 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
-                                             *TILE_EFFICIENCY_KEYS), EFFICIENCY_KEYS)
+                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS), EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
-    for key in (*EFFICIENCY_FRACTIONS, *(k for k in TILE_FRACTIONS if k in efficiency)):
+    fractions = (*TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS)
+    for key in (*EFFICIENCY_FRACTIONS, *(k for k in fractions if k in efficiency)):
         if efficiency[key] > 1:
             raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
-    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *(k for k in TILE_SECONDS if k in efficiency)):
+    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS,
+                *(k for k in (*TILE_SECONDS, *BLOCK_KERNEL_SECONDS) if k in efficiency)):
         if efficiency.get(key, 0.0) >= MAX_MIN_KERNEL_S:
             raise v.fail(f"efficiency.{key}",
                          f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")

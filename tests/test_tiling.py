@@ -22,7 +22,8 @@ H100 = hwdesc.load("h100-sxm")
 HOPPER = menu_for("hopper")
 # Round efficiency constants so the arithmetic below stays by hand: full tensor peak, no fixed costs, and
 # no epilogue / C-store / block-scale terms (optional keys; tests/test_tiling_output.py covers them).
-OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale")
+OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale", "block_scale_oob_s", "block_scale_straddle_s",
+               "block_scale_store")
 EFF = {**{k: v for k, v in H100.efficiency.items() if k not in OUTPUT_KEYS}, "tensor": 1.0, "dram": 1.0,
        "l2": 1.0, "launch_s": 0.0, "mem_latency_s": 0.0, "split_k_s": 0.0}
 HW = gemm_model.Hw(132, 3.35e12, 12.39e12, 50 * 2**20, 233472, EFF)

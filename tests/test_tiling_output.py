@@ -20,7 +20,8 @@ from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for
 
 H100 = hwdesc.load("h100-sxm")
 HOPPER = menu_for("hopper")
-OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale")
+OUTPUT_KEYS = ("epilogue_store", "dram_store", "block_scale", "block_scale_oob_s", "block_scale_straddle_s",
+               "block_scale_store")
 # Round constants (full peaks, no fixed costs) and the output-path terms off unless a test sets them.
 BASE = {**{k: v for k, v in H100.efficiency.items() if k not in OUTPUT_KEYS}, "tensor": 1.0, "dram": 1.0,
         "l2": 1.0, "launch_s": 0.0, "mem_latency_s": 0.0, "split_k_s": 0.0}

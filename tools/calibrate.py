@@ -35,7 +35,13 @@ block-scaled, activation quantization included), with every other constant as th
 a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
 estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred);
 `--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
-and CUDA-core promotion are its own).
+and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fitted (default
+tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
+`block_scale_oob_s` (a k-step's cost per padded row of its partial M tile, per CTA on it),
+`block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
+`block_scale_store` (the DRAM share its C stores reach), estimator/tiling/gemm.py, and the 1 x 128
+quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/tiling/quant.py).
+When every key named is a block_ one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
 bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
@@ -379,23 +385,34 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
     return done
 
 
-FP8_KEYS = ("tensor_fp8", "block_scale")
-FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3}
+FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
+            "block_quant_round_s")
+FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
+             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6}
 
 
-def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
-    """tensor_fp8 and block_scale by Nelder-Mead (logit space) on `n` fp8 GEMM rows, both
-    kinds (see the module docstring), every other constant as the descriptor has it."""
+def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:
+    """The fp8 constants `keys` by Nelder-Mead (logit space for fractions, log space for times) on `n`
+    fp8 GEMM rows, both kinds (see the module docstring), every other constant as the descriptor has
+    it."""
     import validate_kernels as vk
 
+    unknown = [k for k in keys if k not in FP8_KEYS]
+    if unknown:
+        raise SystemExit(f"error: --fp8-keys: not fp8 constants: {', '.join(unknown)} "
+                         f"(choose from {', '.join(FP8_KEYS)})")
+
     rows = vk.rows_of(data, "fp8")
+    if all(k.startswith("block_") for k in keys):  # constants of the block-scaled rows alone
+        rows = select(rows, rows["dtype"] == "fp8_block")
     idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
     models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]
     meas = rows["t"][idx]
     block = rows["dtype"][idx] == "fp8_block"
 
     def unpack(x: np.ndarray) -> dict:
-        return {k: float(1 / (1 + np.exp(-v))) for k, v in zip(FP8_KEYS, x, strict=True)}
+        return {k: float(np.exp(v) if k.endswith("_s") else 1 / (1 + np.exp(-v)))
+                for k, v in zip(keys, x, strict=True)}
 
     def f(x: np.ndarray) -> float:
         h = with_constants(hw, unpack(x))
@@ -404,9 +421,10 @@ def fit_fp8(data: Path, hw, n: int, seed: int) -> dict:
         # the two kinds are reported (and judged) apart: the sum of each one's median and p90
         return float(sum(np.median(err[k]) + np.percentile(err[k], 90) for k in (block, ~block) if k.any()))
 
-    start = {k: hw.efficiency.get(k, FP8_START[k]) for k in FP8_KEYS}
-    clipped = [min(max(start[k], 0.05), 0.95) for k in FP8_KEYS]
-    x = np.array([np.log(t / (1 - t)) for t in clipped])
+    start = {k: hw.efficiency.get(k, FP8_START[k]) for k in keys}
+    clipped = {k: min(max(start[k], 0.05), 0.95) for k in keys}
+    x = np.array([np.log(start[k]) if k.endswith("_s") else np.log(clipped[k] / (1 - clipped[k]))
+                  for k in keys])
     for step in (0.3, 0.1):
         x, _ = nelder_mead(f, x, step=step, iters=30, tol=1e-3)
     return rounded(unpack(x))
@@ -447,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp8", action="store_true",
                     help="fit only tensor_fp8 and block_scale on the fp8 GEMM rows")
     ap.add_argument("--fp8-sample", type=int, default=200)
+    ap.add_argument("--fp8-keys", default="tensor_fp8,block_scale",
+                    help=f"comma list, with --fp8: the constants fitted (from {', '.join(FP8_KEYS)})")
     ap.add_argument("--attention", action="store_true",
                     help="fit only the attention constants (stage 2 without l2), the rest as the YAML has it")
     ap.add_argument("--decode", action="store_true",
@@ -456,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.fp8:
         hw = hwdesc.load(args.arch)
-        consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed)
+        consts = fit_fp8(args.data, hw, args.fp8_sample, args.seed, tuple(args.fp8_keys.split(",")))
         print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
               + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
         if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only

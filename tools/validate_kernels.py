@@ -1,8 +1,8 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
     python tools/validate_kernels.py --data ../shared/calibration/h100_sxm --arch h100-sxm [--warm-inputs]
-                                     [--tables gemm,fp8,context,generation,nccl,allreduce] [--sample N]
-                                     [--json OUT]
+                                     [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce]
+                                     [--sample N] [--json OUT]
 
 Every row becomes the ONNX graph tools/kernel_graphs.py builds for it (a MatMul y = x . W^T with W an
 initializer; RoPE + opset-23 Attention for context attention; Attention over a KV cache for generation),
@@ -13,7 +13,8 @@ Reported, per table and regime (GEMM: m <= 64, 64 < m <= 1024, m > 1024; attenti
 sequences): bound violations (measured below the bound: the model is wrong there), and
 |estimate - measured| / measured as median and 90th percentile. fp8 GEMM rows (per-tensor `fp8` and
 1x128 block-scaled `fp8_block`) time the activation's quantization too (a QuantizeLinear kernel is in
-their graph) and are reported on their own. `nccl` and `allreduce` are the collective tables
+their graph) and are reported on their own; table `fp8_block` is the block-scaled rows alone (a sample
+of N of them, by GEMM regime). `nccl` and `allreduce` are the collective tables
 (nccl.csv.gz, custom_allreduce.csv.gz; tools/validate_comm.py), per op or framework and GPU count.
 
 `--warm-inputs`: activations start resident in L2 when they fit, as in the benchmarks (which rotate
@@ -46,6 +47,10 @@ from estimator.estimate import estimate  # noqa: E402
 from estimator.frontends.onnx_import import import_model  # noqa: E402
 from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
 
+# the GEMM tables are views of gemm.csv.gz by dtype: fp8 holds both fp8 kinds, fp8_block the block-scaled
+# rows alone
+GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: d != "bfloat16",
+               "fp8_block": lambda d: d == "fp8_block"}
 NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
 
 
@@ -83,10 +88,9 @@ def price(model, hw, retype: dict, warm) -> tuple[float, float]:
 
 
 def rows_of(data: Path, table: str) -> dict:
-    if table in ("gemm", "fp8"):
+    if table in GEMM_TABLES:
         rows = read_table(data / "gemm.csv.gz")
-        keep = rows["dtype"] == "bfloat16" if table == "gemm" else rows["dtype"] != "bfloat16"
-        return select(rows, keep)
+        return select(rows, GEMM_TABLES[table](rows["dtype"]))
     return read_table(data / f"{table}_attention.csv.gz")
 
 
@@ -95,7 +99,7 @@ def model_of(table: str, row: dict) -> tuple:
     i = {k: int(v) for k, v in row.items() if isinstance(v, (float, np.floating)) and k != "t"}
     if table == "gemm":
         return kernel_graphs.gemm(i["m"], i["n"], i["k"]), {}, True
-    if table == "fp8":
+    if table in ("fp8", "fp8_block"):
         block = 128 if row["dtype"] == "fp8_block" else 0
         model, retype = fp8_gemm(i["m"], i["n"], i["k"], block)
         return model, retype, True
@@ -111,7 +115,7 @@ def model_of(table: str, row: dict) -> tuple:
 
 
 def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
-    if table == "gemm":
+    if table in ("gemm", "fp8_block"):
         m = rows["m"]
         return [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
     if table == "fp8":

@@ -9,13 +9,15 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
     t_mma      = 2 * tile_m * tile_n * tile_k / (peak_per_SM * eff_tensor)   (one CTA's k-step MMA)
     t_iter     = max(t_mma * ctas_per_sm, mem_latency_s / stages) + t_promote
                                                                       (MMA, or the load pipeline)
-    t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue
+    t_compute  = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue + iters * t_edge
     t_last     = max(t_mma * busiest, mem_latency_s / stages) + t_promote
                  (the last wave's CTAs spread breadth-first: busiest = ceil(leftover CTAs / SMs))
     t_epilogue = ctas_per_sm * tile_m * tile_n * c_bytes / (l2_bytes_per_s / SMs * eff_epilogue_store)
                  (C tiles stored after the mainloop; 0 for a persistent scheduler, which overlaps them)
     t_promote  = 2 * tile_m * tile_n / (cuda_fp32_per_SM * eff_block_scale)
                  (block-scaled operand on a family whose MMA takes no scales: per 128-K block, else 0)
+    t_edge     = (ceil(M / rows) * rows - M) * batch * tiles_n * block_scale_oob_s  (rows: the tile's side
+                 along M; a library-picked block-scaled kernel's k-step on its partial M tile, else 0)
     t_dram     = reads / (dram_bytes_per_s * eff_dram) + C / (dram_bytes_per_s * eff_dram_store)
                                                                       (operand re-reads when A + B spill L2)
     t_l2       = L2 bytes / (l2_bytes_per_s * eff_l2)                 (every CTA loads its A and B panels;
@@ -30,6 +32,10 @@ cluster launch control runs it), which besides every split-K offers the stream-K
 the last wave's leftover tiles spread by K over every slot instead of leaving slots idle. Hopper,
 Ampere and sm_120 menus keep `waves` (the formula above, as fitted on the H100 tables).
 
+A block-scaled GEMM whose family names its library's kernel (`block_scaled.tiles` and `pick`: Hopper's
+DeepGEMM) is priced on that kernel's one tile, the one the library sets from the shape
+(estimator/tiling/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`).
+
 `mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
 fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
 few CTAs slow although the machine's bandwidth is idle, and split-K the cure. Swap-AB (putting the
@@ -42,11 +48,12 @@ in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from estimator.tiling import pick
 from estimator.tiling import symmath as sm
 from estimator.tiling import tmem as tmem_model
 from estimator.tiling.menu import FamilyMenu, GemmTile
@@ -222,6 +229,8 @@ class _Oriented:
     dram_extra: Any
     l2: Any
     t_l2: Any
+    t_edge: Any = 0.0  # a k-step's extra time on the partial M tile (_edge), once per kernel
+    store_key: str = "dram_store"  # the efficiency key of C's DRAM store (_store_key)
 
 
 def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> _Oriented | None:
@@ -231,6 +240,8 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     cpsm, stages, tile_k = occ
     eff = hw.eff
     rows, cols = (tile.n, tile.m) if swap else (tile.m, tile.n)
+    if _straddles(g, cols, menu) and menu.block_scaled.straddle_max_stages:  # the library's shorter pipeline
+        stages = min(stages, menu.block_scaled.straddle_max_stages)
     tiles_m = sm.ceil_div(g.m, rows)
     tiles_n = sm.ceil_div(g.n, cols)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
@@ -249,7 +260,9 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
                      t_mma_one, t_load, epilogue, t_promote,
                      _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
-                     l2 / (hw.l2_bytes_per_s * eff["l2"]))
+                     l2 / (hw.l2_bytes_per_s * eff["l2"]),
+                     t_edge=_edge(g, (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
+                     store_key=_store_key(g, menu))
 
 
 def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
@@ -258,10 +271,11 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     waves = sm.ceil(ctas / o.slots)
     iters = sm.ceil(o.k_steps / split)
     t_compute = ((waves - 1) * o.t_iter + _last_round(o, ctas, waves)) * iters + waves * o.t_epilogue
+    t_compute = t_compute + iters * o.t_edge
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
         dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
-    t_dram = _t_dram(g, dram_extra, hw)
+    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     if split > 1:
         time = time + eff["split_k_s"]
@@ -269,16 +283,26 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
                   t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
 
 
-def _t_dram(g: Gemm, dram_extra: Any, hw: Hw) -> Any:
+def _store_key(g: Gemm, menu: FamilyMenu) -> str:
+    """The efficiency key of C's DRAM store: `block_scale_store` for a library-picked block-scaled kernel
+    (DeepGEMM's epilogue writes C with 16-byte st.global from its math threads, write_result_to_gmem in
+    TensorRT-LLM's deep_gemm/fp8_gemm_impl.cuh, not TMA bulk stores), else `dram_store`."""
+    scaled = menu.block_scaled
+    return "block_scale_store" if g.scale_block and scaled is not None and scaled.pick else "dram_store"
+
+
+def _t_dram(g: Gemm, dram_extra: Any, hw: Hw, store_key: str = "dram_store") -> Any:
     """DRAM time: reads (and any epilogue traffic) at `dram` of the bandwidth, the output C at
     `dram_store` of it where the descriptor has one: a GEMM stores C tile by tile (rows of tile_n
     elements scattered at a stride of N), which the DRAM absorbs at a smaller share of its bandwidth than
     the long streams of its reads. NB: split-K partials are charged at the read rate."""
     bw = hw.dram_bytes_per_s
     store = g.batch * g.m * g.n * g.c_bytes
-    if "dram_store" not in hw.eff:
+    if store_key not in hw.eff:
+        store_key = "dram_store"
+    if store_key not in hw.eff:
         return (g.dram_bytes + dram_extra) / (bw * hw.eff["dram"])
-    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff["dram_store"])
+    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff[store_key])
 
 
 def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
@@ -297,13 +321,41 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     `scale_block` K elements the CTA waits for its MMAs, multiplies its rows x cols partial accumulator
     by the scales and adds it into the fp32 result on CUDA cores (2 FLOPs an element, at `block_scale`
     of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
-    CTA's MMAs may run under it). 0 otherwise."""
+    CTA's MMAs may run under it). A tile whose N does not divide the weights' scale block straddles two
+    of them (`_straddles`) and pays `block_scale_straddle_s` more a k-step (its promotion picks between
+    two weight scales per column). 0 otherwise."""
     if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
         return 0.0
     if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
         return 0.0
     per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
-    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm
+    straddle = hw.eff.get("block_scale_straddle_s", 0.0) if _straddles(g, cols, menu) else 0.0
+    return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm + straddle
+
+
+def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
+    """Whether a block-scaled tile of `cols` columns (along N) straddles the weights' scale blocks
+    (`scale_block` x `scale_block`, DeepSeek-V3 style): some tiles then span two of them. Only for a
+    library-picked kernel (`block_scaled.pick`): DeepGEMM keeps the second scale and, per its
+    get_best_gemm_config, at most 6 pipeline stages (`straddle_max_stages`) for such a block N."""
+    scaled = menu.block_scaled
+    return bool(g.scale_block and scaled is not None and scaled.pick and g.scale_block % cols)
+
+
+def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:
+    """The k-step of a block-scaled kernel's partial M tile (the library-picked kernel of
+    `block_scaled.pick`): `block_scale_oob_s` per padded row (the tile's rows past M) of every CTA on
+    that tile (one per tile along N), paid once per kernel: a GPU-wide cost, as if the padded rows
+    were loaded at a shared rate, whichever waves those CTAs run in. 0 otherwise.
+    NB: inferred from the H100 fp8_block rows (DeepGEMM through TensorRT-LLM), not from a document:
+    within each 128-row step of M the time falls as M fills the last tile (N 16384, K 8192: 117.5 us at
+    M = 129, 71.5 us at 256), in proportion to K and growing with the CTAs on the partial tile (N 128:
+    hardly any step); the TMA loads of the tile's out-of-bounds rows are the likely cause. Padded rows
+    are the activation rows (M) of the tile in either orientation (swapped, the MMA's N side)."""
+    scaled = menu.block_scaled
+    if not g.scale_block or scaled is None or not scaled.pick or "block_scale_oob_s" not in hw.eff:
+        return 0.0
+    return padded_rows * hw.eff["block_scale_oob_s"]
 
 
 def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
@@ -333,7 +385,7 @@ def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
     partials = 2 * sm.minimum(o.slots, tail * o.k_steps) * rows * cols * FP32_BYTES
     dram_extra = o.dram_extra + partials
     t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
-    t_dram = _t_dram(g, dram_extra, hw)
+    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     waves = full + has_tail
     busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
@@ -352,14 +404,29 @@ def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu
 
 def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
-    of a tile once for all its splits: arrays of points make this the sweep's inner loop)."""
+    of a tile once for all its splits: arrays of points make this the sweep's inner loop). A block-scaled
+    GEMM takes its kernel's own menu where the family has one (`block_scaled.tiles`), and under a
+    library pick (`block_scaled.pick`, estimator/tiling/pick.py) only the tile the library sets: with
+    arrays of points, every other candidate's time is infinite where the library would not run it."""
+    scaled = menu.block_scaled if g.scale_block else None
+    splits = scaled.split_k if scaled is not None else menu.split_k
+    tiles = scaled.tiles if scaled is not None and scaled.tiles else menu.gemm_tiles
+    runs = None
+    if scaled is not None and scaled.pick and all(sm.numeric(x) for x in (g.batch, g.m, g.n)):
+        runs = pick.picked(g.batch, g.m, g.n, tiles, hw.sm_count, scaled.swap_below_m)
     out = []
-    splits = menu.block_scaled.split_k if g.scale_block and menu.block_scaled is not None else menu.split_k
-    for tile in menu.gemm_tiles:
-        for swap in ((False, True) if tile.m != tile.n else (False,)):
+    for tile in tiles:
+        for swap in ((False, True) if tile.m != tile.n or runs is not None else (False,)):
+            kept = True if runs is None else runs[(tile, swap)]
+            if kept is False or (isinstance(kept, np.ndarray) and not kept.any()):
+                continue  # the library runs this tile at no point
             o = _oriented(g, tile, swap, menu, hw)
-            if o is not None:
-                out += [_split(g, o, split, hw) for split in splits]
-                if menu.scheduler == "persistent":
-                    out.append(_stream_k(g, o, hw))
+            if o is None:
+                continue
+            choices = [_split(g, o, split, hw) for split in splits]
+            if menu.scheduler == "persistent":
+                choices.append(_stream_k(g, o, hw))
+            if kept is not True:  # arrays of points: a tile the library does not run never wins
+                choices = [replace(c, time=np.where(kept, c.time, math.inf)) for c in choices]
+            out += choices
     return out

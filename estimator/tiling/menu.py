@@ -38,6 +38,7 @@ class Tmem:
 
 
 SCHEDULERS = ("waves", "persistent")
+PICKS = ("", "waves")  # how a block-scaled kernel's tile is set: fastest candidate, or the library's rule
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,19 @@ class BlockScaled:
     """The family's block-scaled GEMM kernel (an operand with one scale per `block` K elements, e.g. 1 x
     128 fp8 activation scales): the split-K factors it offers, and whether the scales are applied on
     CUDA cores in the K loop (`promote`: the accumulator is read out of the MMA, scaled and added every
-    scale block) rather than by the MMA itself."""
+    scale block) rather than by the MMA itself. `tiles`: the kernel's own tile menu where it has one (a
+    JIT-specialised kernel such as DeepGEMM's, not the family's general GEMM tiles; empty: the family's).
+    `pick: waves`: the library, not timing, sets the tile from the shape (estimator/tiling/pick.py):
+    swap-AB below `swap_below_m` rows, block M the smallest of the menu covering the dim it spans (else
+    the largest), block N the fewest waves, then the fullest last wave, then the smallest N
+    (DeepGEMM's get_best_gemm_config). Empty `pick`: the fastest candidate, as for every other GEMM."""
 
     split_k: tuple[int, ...]
     promote: bool
+    tiles: tuple[GemmTile, ...] = ()
+    pick: str = ""
+    swap_below_m: int = 0
+    straddle_max_stages: int = 0  # pipeline stages of a tile straddling two weight-scale blocks (0: any)
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,9 @@ class FamilyMenu:
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
     decode_launch: DecodeLaunch | None = None  # None: the cheapest split, the grouped kernel whenever it fits
+    # the framework's 1 x block activation quantization kernel (estimator/tiling/quant.py): warps per SM of
+    # its grid-stride loop, one group of block_size values per warp a round (0: priced as any stream)
+    block_quant_warps_per_sm: int = 0
 
 
 def menus_dir() -> Path:
@@ -210,14 +223,51 @@ def _decode_launch(raw: Any, where: str) -> DecodeLaunch | None:
 def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     if raw is None:
         return None
-    if not isinstance(raw, dict) or set(raw) != {"split_k", "promote", "source"}:
-        raise HwdescError(f"{where}: a mapping with split_k, promote and source")
+    required = {"split_k", "promote", "source"}
+    optional = {"tiles", "pick", "swap_below_m", "straddle_max_stages"}
+    if not isinstance(raw, dict) or not required <= set(raw) or set(raw) - required - optional:
+        raise HwdescError(f"{where}: a mapping with split_k, promote and source "
+                          f"(tiles, pick, swap_below_m, straddle_max_stages optional)")
     if not str(raw["source"] or "").strip() or not isinstance(raw["promote"], bool):
         raise HwdescError(f"{where}: promote must be true or false, with a non-empty source")
     split_k = tuple(_positive_int(s, f"{where}.split_k") for s in raw["split_k"] or ())
     if not split_k:
         raise HwdescError(f"{where}.split_k: must be a non-empty list")
-    return BlockScaled(split_k, raw["promote"])
+    pick = raw.get("pick", "")
+    if pick not in PICKS:
+        raise HwdescError(f"{where}.pick: one of {', '.join(p for p in PICKS if p)}, got {pick!r}")
+    tiles = ()
+    if "tiles" in raw:
+        tiles = _tiles(_expand_n(raw["tiles"], f"{where}.tiles"), GemmTile,
+                       ("m", "n", "max_ctas_per_sm", "cluster_m", "cluster_n"), f"{where}.tiles")
+    if pick and not tiles:
+        raise HwdescError(f"{where}.pick: a library's pick needs its `tiles`")
+    swap_below, stages = (_positive_int(raw[k], f"{where}.{k}") if k in raw else 0
+                          for k in ("swap_below_m", "straddle_max_stages"))
+    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below, stages)
+
+
+def _expand_n(raw: Any, where: str) -> Any:
+    """A tile entry whose `n` is a list stands for one tile per N (a JIT kernel's block-N range)."""
+    if not isinstance(raw, list):
+        raise HwdescError(f"{where}: must be a non-empty list")
+    out = []
+    for i, t in enumerate(raw):
+        if isinstance(t, dict) and isinstance(t.get("n"), list):
+            if not t["n"]:
+                raise HwdescError(f"{where}[{i}].n: an empty list")
+            out += [{**t, "n": n} for n in t["n"]]
+        else:
+            out.append(t)
+    return out
+
+
+def _block_quant(raw: Any, where: str) -> int:
+    if raw is None:
+        return 0
+    if not isinstance(raw, dict) or set(raw) != {"warps_per_sm", "source"} or not str(raw["source"]).strip():
+        raise HwdescError(f"{where}: a mapping with warps_per_sm and a non-empty source")
+    return _positive_int(raw["warps_per_sm"], f"{where}.warps_per_sm")
 
 
 def parse(raw: Any, path: str) -> FamilyMenu:
@@ -253,6 +303,7 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         decode_max_group=_positive_int(_need(attn, "decode_max_group", f"{path}: attention"),
                                        "attention.decode_max_group"),
         block_scales=dict(raw.get("block_scales") or {}),
+        block_quant_warps_per_sm=_block_quant(raw.get("block_quant"), f"{path}: block_quant"),
         tmem=tmem,
         block_scaled=_block_scaled(gemm.get("block_scaled"), f"{where}.block_scaled"),
         scheduler=_scheduler(gemm, where, tmem, tiles),

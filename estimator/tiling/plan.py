@@ -31,7 +31,7 @@ from estimator.dtypes import itemsize
 from estimator.ir import Graph
 from estimator.tiling import attention as attn_model
 from estimator.tiling import gemm as gemm_model
-from estimator.tiling import memo
+from estimator.tiling import memo, quant
 from estimator.tiling import symmath as sm
 from estimator.tiling.l2 import effective_l2_bytes_per_s
 from estimator.tiling.menu import FamilyMenu, menu_for
@@ -151,7 +151,8 @@ def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw
         plan = _attention_plan(found, kernel.work, hw, hwp, menu, res)
         if plan is not None:
             return plan
-    return stream_plan(kernel.work, hw, res)
+    return stream_plan(kernel.work, hw, res,
+                       quant.block_quant_rounds(graph, kernel, hw.sm_count, menu.block_quant_warps_per_sm))
 
 
 # ---- GEMM -----------------------------------------------------------------------------------------
@@ -381,6 +382,12 @@ def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescrip
     return compute, memory, fixed, fixed + sm.maximum(compute, memory)
 
 
-def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency) -> TilePlan:
+def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency, rounds: Any = None) -> TilePlan:
+    """The streaming model; `rounds` of a latency-bound grid-stride loop (a block quantization kernel,
+    estimator/tiling/quant.py) bound its memory term from below: the rounds after the first (whose load
+    is the fixed part's mem_latency_s) at `block_quant_round_s` each."""
     compute, memory, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
+    if rounds is not None and "block_quant_round_s" in hw.efficiency:
+        memory = sm.maximum(memory, (rounds - 1) * hw.efficiency["block_quant_round_s"])
+        time = fixed + sm.maximum(compute, memory)
     return _plan("stream", None, None, None, None, None, time, compute, memory, fixed, res)
