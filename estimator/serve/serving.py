@@ -61,6 +61,7 @@ from estimator.serve.frameworks import Framework
 from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
+from estimator.serve.waves import priced_wave
 
 KEYS = ("isl", "osl", "concurrency")
 OPTIONAL_KEYS = ("rounds",)  # requests per client of a benchmark run (estimator/serve/burst.py)
@@ -189,6 +190,8 @@ def prefetch(steps: Steps, memory: Memory, fw: Framework, works: Sequence[Worklo
         if work.batching != "static" and w > k:
             decode.append((w - k, [work.isl + work.osl // 2]))
         prefill.append((k, work.isl))
+        if work.batching != "static" and fw.scheduler == "prefill_first":
+            prefill.append((w, work.isl))  # the wave's prefill (estimator/serve/waves.py)
         if work.rounds and work.batching != "static" and k_max != k:
             prefill.append((k_max, work.isl))  # the first round's burst (estimator/serve/burst.py)
     if hasattr(steps, "prefetch"):
@@ -218,6 +221,12 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         tpot = (e2e - ttft) / (osl - 1)
         queue_in, prefill_slot_s = 0.0, 0.0
         first_ttft = None
+    elif fw.scheduler == "prefill_first":  # lock-step waves (estimator/serve/waves.py)
+        pre, wave = priced_wave(steps, fw, w, isl, float(dec_steps.step_s.sum()), osl)
+        ttft, tpot = wave.ttft_s + prefill_dispatch_s(steps, fw), wave.tpot_s
+        e2e = wave.e2e_s + prefill_dispatch_s(steps, fw)
+        queue_in, prefill_slot_s = 0.0, 0.0
+        first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
