@@ -120,6 +120,7 @@ class ServeResult:
     prefill: StepCost | None = None
     decode: StepCost | None = None  # the decode step at the mean context, with its launch terms
     notes: list[str] = field(default_factory=list)
+    scheduler: str = "inflight"  # the framework's (frameworks.yaml), "static" under static batching
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -265,7 +266,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
     tokens_per_s = w * osl / cycle
     return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft + queue, tpot,
-                       e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes)
+                       e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes,
+                       "static" if work.batching == "static" else fw.scheduler)
 
 
 def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tuple[int, int, int],
