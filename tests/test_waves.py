@@ -64,6 +64,7 @@ def test_a_wave_of_four_prompts_in_two_chunks():
     assert w.tpot_s == pytest.approx((0.990 + 0.0976) / 99)  # 10.99 ms
     assert w.e2e_s == w.duration_s == pytest.approx(0.4 + 0.990)
     assert w.tokens_per_s == pytest.approx(4 * 100 / 1.390)  # 287.8 tokens/s
+    assert w.chunks == 2
     # one prompt a wave: its first token ends the prefill, nothing stalls it
     one = wave([0.1], [1], 0.990, 100)
     assert one.ttft_s == pytest.approx(0.1) and one.tpot_s == pytest.approx(0.010)
@@ -82,6 +83,8 @@ def test_serve_runs_sglang_in_waves():
     assert r.tokens_per_s == pytest.approx(4 * 100 / (0.040 + decode))
     assert r.queue_s == 0.0 and r.scheduler == "prefill_first"
     assert r.prefill.step_s == pytest.approx(0.02048)  # the first chunk
+    assert r.notes == ["prefill-first waves: the 4 prompts in 2 steps of up to 2048 tokens, the decodes "
+                       "stalled (prefill step: the first)"]
     # the same framework with in-flight batching: one prompt joins per step and rides with the decodes
     inflight = serve(FakeSteps(), _memory(), _sglang(scheduler="inflight"), Workload(1000, 100, 4), gpus=1)
     assert inflight.tpot_s != pytest.approx(r.tpot_s)

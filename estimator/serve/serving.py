@@ -39,6 +39,10 @@ the prefill slot (a request holds n_c T_mix / k_max of the mixed steps; in fligh
 front end (host_s_per_request + osl / host_output_tokens_per_s, fitted per framework) are stations a
 request may queue at before its prefill; their waits add to TTFT and E2E (not TPOT), and the
 throughput follows from the longer cycle.
+Prefill-first scheduler (frameworks.yaml `scheduler: prefill_first`, SGLang): prefill and decode never
+share a step, and the W requests run in lock-step waves (estimator/serve/waves.py: the wave's prefill
+E_pre(W, isl) in chunks of max_num_tokens with the decodes stalled, then W decodes together): no mixed
+steps, no prefill slot queue; a benchmark's first round, all W prompts at once, is a wave too.
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
 A benchmark of R rounds (`rounds=R`: R requests per client, the clients starting together on an idle
@@ -213,6 +217,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     pasts = np.arange(isl, isl + osl - 1)
     dec_steps = decode_step(steps, fw, w, pasts)
     mean_dec = decode_step(steps, fw, w, np.array([isl + osl // 2]))
+    notes: list[str] = []
     if work.batching == "static":
         group_end = np.cumsum([pre.step_s * n_c] * groups)
         ttft = float(group_end.mean()) + prefill_dispatch_s(steps, fw)
@@ -228,6 +233,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = wave.e2e_s + prefill_dispatch_s(steps, fw)
         queue_in, prefill_slot_s = 0.0, 0.0
         first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
+        notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} steps of up to "
+                     f"{int(fw.max_num_tokens)} tokens, the decodes stalled (prefill step: the first)")
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
@@ -249,7 +256,6 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = ttft + decode_total
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
         first_ttft = _burst_ttft(steps, fw, work, w, (n_c, k_max, k), pre, ride)
-    notes = []
     loop = _loop(w, e2e, prefill_slot_s, work, fw)
     for station, busy in loop.utilisation.items():
         if busy > BUSY_NOTE:

@@ -35,6 +35,7 @@ class Wave:
     duration_s: float  # the wave's prefill + decode: one cycle of every client
     tokens_per_s: float
     stall_s: float  # mean over the B requests of the prefill chunks after their first token
+    chunks: int  # the wave's prefill steps
 
 
 def chunk_tokens(batch: int, isl: int, chunk: int) -> list[int]:
@@ -57,7 +58,8 @@ def wave(chunk_s: list[float], ends: list[int], decode_s: float, osl: int) -> Wa
     ttft = sum(done[e] for e in ends) / batch
     stall = prefill - ttft  # = mean over r of (P - F_r)
     duration = prefill + decode_s
-    return Wave(ttft, (decode_s + stall) / (osl - 1), duration, duration, batch * osl / duration, stall)
+    return Wave(ttft, (decode_s + stall) / (osl - 1), duration, duration, batch * osl / duration, stall,
+                len(chunk_s))
 
 
 def priced_wave(steps, fw: Framework, batch: int, isl: int, decode_s: float,
