@@ -233,8 +233,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = wave.e2e_s + prefill_dispatch_s(steps, fw)
         queue_in, prefill_slot_s = 0.0, 0.0
         first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
-        notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} steps of up to "
-                     f"{int(fw.max_num_tokens)} tokens, the decodes stalled (prefill step: the first)")
+        notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} step{'s' * (wave.chunks > 1)} "
+                     f"of up to {int(fw.max_num_tokens)} tokens, the decodes stalled (prefill step: the first)")
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
