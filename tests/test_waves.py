@@ -83,7 +83,7 @@ def test_serve_runs_sglang_in_waves():
     assert r.tokens_per_s == pytest.approx(4 * 100 / (0.040 + decode))
     assert r.queue_s == 0.0 and r.scheduler == "prefill_first"
     assert r.prefill.step_s == pytest.approx(0.02048)  # the first chunk
-    assert r.notes == ["prefill-first waves: the 4 prompts in 2 steps of up to 2048 tokens, the decodes "
+    assert r.notes == ["prefill-first waves: the 4 prompts in 2 steps of up to 2048 tokens, decodes "
                        "stalled (prefill step: the first)"]
     # the same framework with in-flight batching: one prompt joins per step and rides with the decodes
     inflight = serve(FakeSteps(), _memory(), _sglang(scheduler="inflight"), Workload(1000, 100, 4), gpus=1)

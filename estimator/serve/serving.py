@@ -234,7 +234,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         queue_in, prefill_slot_s = 0.0, 0.0
         first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
         notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} step{'s' * (wave.chunks > 1)} "
-                     f"of up to {int(fw.max_num_tokens)} tokens, the decodes stalled (prefill step: the first)")
+                     f"of up to {int(fw.max_num_tokens)} tokens, decodes stalled (prefill step: the first)")
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
