@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import accumulate
 
 from estimator.serve.frameworks import Framework
 from estimator.serve.launch import StepCost, prefill_step
@@ -53,7 +54,7 @@ def wave(chunk_s: list[float], ends: list[int], decode_s: float, osl: int) -> Wa
     """The wave's metrics from its prefill steps' times `chunk_s`, each request's last chunk `ends`
     (last_chunks) and the sum `decode_s` of its osl - 1 decode steps (see the module doc)."""
     batch = len(ends)
-    done = [sum(chunk_s[:e]) for e in range(len(chunk_s) + 1)]  # prefill time to the end of chunk e
+    done = list(accumulate(chunk_s, initial=0.0))  # done[e]: the prefill time to the end of chunk e
     prefill = done[-1]
     ttft = sum(done[e] for e in ends) / batch
     stall = prefill - ttft  # = mean over r of (P - F_r)
