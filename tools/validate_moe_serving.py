@@ -24,10 +24,12 @@ which the rows' moe_tp_size equals) with its AllReduce / AllGather kernels, all 
 model in the row's framework (trtllm, vllm, sglang: its custom all-reduce; decode CUDA-graphed, prefill
 eager). Each table also gives the error without the communication kernels (the figures before they
 were priced).
-SGLang's scheduler runs prefill first and never mixes (PREFILL_FIRST): a closed loop of equal requests
-then runs in lock-step waves (all B prefilled in chunks of chunked_prefill_size tokens with the decodes
-stalled, then all decode together and finish on the same step), and a request's TPOT carries only the
-wave's prefill chunks after its own first token (wave_tpot_s; `--no-waves`: the in-flight model). The
+SGLang's scheduler runs prefill first and never mixes (estimator/serve/frameworks.yaml `scheduler`):
+a closed loop of equal requests then runs in lock-step waves (all B prefilled in chunks of
+chunked_prefill_size tokens with the decodes stalled, then all decode together and finish on the same
+step), and a request's TPOT carries only the wave's prefill chunks after its own first token (wave_tpot_s
+on estimator/serve/waves.py, the model `--serve --framework sglang` runs; `--no-waves`: the in-flight
+model). The
 measured SGLang TTFTs are 2-7x vLLM's at the same TP / isl / osl / concurrency (the wave's prefill) and
 its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
 - precision: the row's (fp8 -> fp8; empty -> bf16); a per-tensor fp8 checkpoint (gemm_quant_mode fp8:
@@ -51,7 +53,6 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
-import math
 import statistics
 import sys
 from collections import defaultdict
@@ -179,32 +180,25 @@ def tpot_s(step, prefill, batch: int, isl: float, osl: float, mixed: bool, i: in
     return float(t)
 
 
-# Frameworks whose default scheduler runs a new prefill batch whenever one can be formed and decodes
-# only when none can, never mixing the two: a closed loop of equal requests then runs in lock-step waves.
-PREFILL_FIRST = {"sglang": "SGLang Scheduler.get_next_batch_to_run: 'Run prefill first if possible' "
-                           "(get_new_batch_prefill before update_running_batch); enable_mixed_chunk False"}
-
-
 def wave_tpot_s(step, prefill, batch: int, isl: float, osl: float, chunk: int, i: int = 0) -> float:
-    """One row's TPOT under a prefill-first scheduler (PREFILL_FIRST): the batch requests of a wave
-    arrive together (the previous wave's all finished at the same step), are prefilled in
+    """One row's TPOT under a prefill-first scheduler (frameworks.yaml `scheduler`), on the serving mode's
+    wave model (estimator/serve/waves.py): the batch requests of a wave are prefilled in
     S = ceil(batch x isl / chunk) steps of `chunk` prompt tokens (the framework's max_num_tokens, SGLang's
-    chunked_prefill_size) with every decode stalled, then decode together for osl - 1 steps. A request's
-    first token comes at the end of its last chunk; the chunks after it stall its decoding and count in
-    its TPOT: TPOT = T_dec(past isl + osl/2) + mean remaining prefill / (osl - 1).
+    chunked_prefill_size) with every decode stalled, then decode together for osl - 1 steps, each the
+    decode step at past isl + osl/2: TPOT = T_dec + mean prefill after the request's first token / (osl - 1).
     The wave's prefill W = the non-attention kernels at each chunk's tokens + batch x one prompt's
-    attention. NB: the time is spread over the chunks in proportion to their tokens; a request whose
-    prompt ends in chunk c leaves W x (1 - c x chunk / total) (mean over the batch requests).
+    attention. NB: the time is spread over the chunks in proportion to their tokens.
     The in-flight model (tpot_s: batch / osl prefills on every step) charges (about) twice as much."""
+    from estimator.serve.waves import chunk_tokens, last_chunks, wave
+
     (whole, _shared), past = step, isl + osl / 2
     (pre, pre_shared) = prefill
-    total = batch * isl
-    chunks = [min(chunk, total - k) for k in range(0, int(total), chunk)]
+    chunks = chunk_tokens(batch, int(isl), chunk)
     attention = max(0.0, pre[i](isl) - pre_shared[i](isl))
     work = sum(pre_shared[i](n) for n in chunks) + batch * attention
-    ends = [min(math.ceil((r + 1) * isl / chunk) * chunk, total) for r in range(batch)]
-    remaining = work * sum(1.0 - e / total for e in ends) / batch
-    return float(whole[i](past) + remaining / (osl - 1))
+    chunk_s = [work * n / (batch * isl) for n in chunks]
+    decode_s = float(whole[i](past)) * (osl - 1)
+    return wave(chunk_s, last_chunks(batch, int(isl), chunk), decode_s, int(osl)).tpot_s
 
 
 def _prefill(graph, hw, precision: str, framework: str):
@@ -278,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
             errs = []
             mixed = backend in MIXED_BATCHING and args.mixed
-            waves = backend in PREFILL_FIRST and prefill is not None and args.waves
+            waves = framework(backend).scheduler == "prefill_first" and prefill is not None and args.waves
             chunk = int(framework(backend).max_num_tokens)
             for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
                 est = np.array([wave_tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),

@@ -20,7 +20,9 @@ FIELDS = ("kv_budget_rule", "kv_memory_fraction", "kv_policy", "tokens_per_block
           "cuda_graph_padding", "prefill_graphed", "custom_allreduce", "runtime_reserve_bytes",
           "comm_buffer_bytes_by_tp", "eager_launch_s_per_kernel", "graph_launch_s", "step_overhead_s",
           "admission_wait", "host_output_tokens_per_s", "host_s_per_request",
-          "prefill_dispatch_s_per_layer")
+          "prefill_dispatch_s_per_layer", "scheduler")
+# in-flight batching (estimator/serve/serving.py); prefill-first waves (estimator/serve/waves.py)
+SCHEDULERS = ("inflight", "prefill_first")
 
 
 class FrameworkError(UserError):
@@ -64,6 +66,9 @@ def _figures(raw: dict, where: str) -> tuple[dict, dict]:
         if not isinstance(fig, dict) or "value" not in fig or not fig.get("source"):
             raise FrameworkError(f"{where}: {key} needs a value and a source")
         values[key], sources[key] = fig["value"], fig["source"]
+    if values["scheduler"] not in SCHEDULERS:
+        raise FrameworkError(f"{where}: scheduler {values['scheduler']!r}: "
+                             f"choose from {', '.join(SCHEDULERS)}")
     return values, sources
 
 

@@ -39,6 +39,10 @@ the prefill slot (a request holds n_c T_mix / k_max of the mixed steps; in fligh
 front end (host_s_per_request + osl / host_output_tokens_per_s, fitted per framework) are stations a
 request may queue at before its prefill; their waits add to TTFT and E2E (not TPOT), and the
 throughput follows from the longer cycle.
+Prefill-first scheduler (frameworks.yaml `scheduler: prefill_first`, SGLang): prefill and decode never
+share a step, and the W requests run in lock-step waves (estimator/serve/waves.py: the wave's prefill
+E_pre(W, isl) in chunks of max_num_tokens with the decodes stalled, then W decodes together): no mixed
+steps, no prefill slot queue; a benchmark's first round, all W prompts at once, is a wave too.
 Static batching: the W requests are prefilled together (g plain prefill steps, no decode riding
 along), then decode together; TTFT is the mean over groups of the prefill time up to its group.
 A benchmark of R rounds (`rounds=R`: R requests per client, the clients starting together on an idle
@@ -61,6 +65,7 @@ from estimator.serve.frameworks import Framework
 from estimator.serve.launch import StepCost, decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.memory import Memory
 from estimator.serve.steps import Steps
+from estimator.serve.waves import priced_wave
 
 KEYS = ("isl", "osl", "concurrency")
 OPTIONAL_KEYS = ("rounds",)  # requests per client of a benchmark run (estimator/serve/burst.py)
@@ -119,6 +124,7 @@ class ServeResult:
     prefill: StepCost | None = None
     decode: StepCost | None = None  # the decode step at the mean context, with its launch terms
     notes: list[str] = field(default_factory=list)
+    scheduler: str = "inflight"  # the framework's (frameworks.yaml), "static" under static batching
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -189,6 +195,8 @@ def prefetch(steps: Steps, memory: Memory, fw: Framework, works: Sequence[Worklo
         if work.batching != "static" and w > k:
             decode.append((w - k, [work.isl + work.osl // 2]))
         prefill.append((k, work.isl))
+        if work.batching != "static" and fw.scheduler == "prefill_first":
+            prefill.append((w, work.isl))  # the wave's prefill (estimator/serve/waves.py)
         if work.rounds and work.batching != "static" and k_max != k:
             prefill.append((k_max, work.isl))  # the first round's burst (estimator/serve/burst.py)
     if hasattr(steps, "prefetch"):
@@ -209,6 +217,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     pasts = np.arange(isl, isl + osl - 1)
     dec_steps = decode_step(steps, fw, w, pasts)
     mean_dec = decode_step(steps, fw, w, np.array([isl + osl // 2]))
+    notes: list[str] = []
     if work.batching == "static":
         group_end = np.cumsum([pre.step_s * n_c] * groups)
         ttft = float(group_end.mean()) + prefill_dispatch_s(steps, fw)
@@ -218,6 +227,14 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         tpot = (e2e - ttft) / (osl - 1)
         queue_in, prefill_slot_s = 0.0, 0.0
         first_ttft = None
+    elif fw.scheduler == "prefill_first":  # lock-step waves (estimator/serve/waves.py)
+        pre, wave = priced_wave(steps, fw, w, isl, float(dec_steps.step_s.sum()), osl)
+        ttft, tpot = wave.ttft_s + prefill_dispatch_s(steps, fw), wave.tpot_s
+        e2e = wave.e2e_s + prefill_dispatch_s(steps, fw)
+        queue_in, prefill_slot_s = 0.0, 0.0
+        first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
+        notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} step{'s' * (wave.chunks > 1)} "
+                     f"of up to {int(fw.max_num_tokens)} tokens, decodes stalled (prefill step: the first)")
     else:
         ride = float(steps.decode_context(max(w - k, 0), isl + osl // 2)) if w > k else 0.0
         t_mix = pre.step_s + ride
@@ -239,7 +256,6 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         e2e = ttft + decode_total
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
         first_ttft = _burst_ttft(steps, fw, work, w, (n_c, k_max, k), pre, ride)
-    notes = []
     loop = _loop(w, e2e, prefill_slot_s, work, fw)
     for station, busy in loop.utilisation.items():
         if busy > BUSY_NOTE:
@@ -256,7 +272,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
     tokens_per_s = w * osl / cycle
     return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft + queue, tpot,
-                       e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes)
+                       e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes,
+                       "static" if work.batching == "static" else fw.scheduler)
 
 
 def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tuple[int, int, int],

@@ -15,6 +15,18 @@ DEFINITIONS = (
 )
 
 
+SCHEDULER_TEXT = {"inflight": "in-flight batching, prefills mixed into the decode steps",
+                  "prefill_first": "prefill-first waves", "static": "static batches"}
+
+
+def _scheduler(r: ServeResult) -> str:
+    from estimator.serve.frameworks import frameworks
+
+    fw = frameworks().get(r.framework)
+    name = fw.display_name.split(" (")[0] if fw is not None else r.framework
+    return f"  scheduler: {SCHEDULER_TEXT.get(r.scheduler, r.scheduler)} ({name})"
+
+
 def _ms(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s < 10 else f"{s:.2f} s"
 
@@ -58,6 +70,7 @@ def serve_text(r: ServeResult, title: str) -> str:
         title,
         f"workload: isl {w.isl}, osl {w.osl}, concurrency {w.concurrency} ({w.batching} batching); "
         f"admitted {r.admitted}",
+        _scheduler(r),
         f"  TTFT            {_ms(r.ttft_s):>12}" + (f"  (queueing {_ms(r.queue_s)})" if r.queue_s else ""),
         f"  TPOT            {_ms(r.tpot_s):>12}",
         f"  E2E             {_ms(r.e2e_s):>12}",
