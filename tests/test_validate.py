@@ -255,7 +255,8 @@ def _check(v) -> None:
     slower validated run only widens the bound's margin; a slower calibration is CALIBRATION_MARGIN."""
     bound = float(v.result.totals["bound_s"])
     assert v.measured_min_s * CALIBRATION_MARGIN >= bound, \
-        f"the fastest run ({v.measured_min_s:.3g} s) beat the bound {bound:.3g} by more than {CALIBRATION_MARGIN:g}x"
+        f"the fastest run ({v.measured_min_s:.3g} s) beat the bound {bound:.3g} " \
+        f"by more than {CALIBRATION_MARGIN:g}x"
     far_below = [m for m in model_errors(v) if m.measured_s * CALIBRATION_MARGIN < match_bound(v, m)]
     assert not far_below, to_table(v, 5)
     # every executed node is accounted for: joined to a kernel, a free view (views, shape arithmetic),
