@@ -196,7 +196,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
         cta_cost = kernel.cta_cost
         pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
-        rows, cpsm, cta_cost, tile = group * a.seq_q, menu.decode_ctas_per_sm, 1.0, a
+        rows, cpsm, cta_cost, tile = group * a.seq_q, _per_head_ctas(a, menu, hw), 1.0, a
     row_s = eff.get("attention_decode_row_s", 0.0) * rows * tile.dk if grouped and kernel.row_cost else 0.0
     slots = hw.sm_count * cpsm
     kv_steps = sm.ceil_div(a.seq_kv, kv)
@@ -225,6 +225,33 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def _per_head_dims(a: Attn) -> tuple | None:
+    """(batch, heads, history, head dim) as numbers (arrays for table rows), or None with a free one."""
+    dims = tuple(sm.num(d) for d in (a.batch, a.heads, a.seq_kv, a.dk))
+    return dims if all(sm.numeric(d) for d in dims) else None
+
+
+def _per_head_ctas(a: Attn, menu: FamilyMenu, hw: Hw) -> Any:
+    """Co-resident CTAs of the per-head kernel: the launch rule's block size (decode_launch.py), else
+    the menu's decode_ctas_per_sm."""
+    dims = _per_head_dims(a)
+    if menu.decode_launch is None or dims is None:
+        return menu.decode_ctas_per_sm
+    return decode_launch.per_head_launch(*dims, hw.sm_count, menu.decode_ctas_per_sm,
+                                         max(menu.decode_splits))[0]
+
+
+def _per_head_splits(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> tuple:
+    """The per-head kernel's splits to price: `split` when given, the launch rule's, else the menu's."""
+    if split is not None:
+        return (split,)
+    dims = _per_head_dims(a)
+    if menu.decode_launch is None or dims is None:
+        return menu.decode_splits
+    return (decode_launch.per_head_launch(*dims, hw.sm_count, menu.decode_ctas_per_sm,
+                                          max(menu.decode_splits))[1],)
 
 
 def _head_dim(d: Any, dims: tuple[int, ...]) -> Any:
@@ -316,17 +343,19 @@ def _decode_each(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> Iterator[Attn
     elif rule is not None and not isinstance(fits, np.ndarray) and fits:
         fits = None  # undecidable with free dims: both kernels offered
     if isinstance(fits, np.ndarray):  # rows of a table: per row the kernel the group (and rule) picks
-        lib = decode(a, menu, grouped_splits[0], hw, True) if rule is not None else None
+        if rule is not None:  # one launch per kernel, each at the library's split
+            yield _merge(fits, decode(a, menu, grouped_splits[0], hw, True),
+                         decode(a, menu, _per_head_splits(a, menu, hw, split)[0], hw, False))
+            return
         for s in menu.decode_splits:
             if split is None or s == split:
-                mma = lib if lib is not None else decode(a, menu, s, hw, True)
-                yield _merge(fits, mma, decode(a, menu, s, hw, False))
+                yield _merge(fits, decode(a, menu, s, hw, True), decode(a, menu, s, hw, False))
         return
     splits = {True: grouped_splits, False: (), None: grouped_splits}[None if fits is None else bool(fits)]
     for s in splits:
         yield decode(a, menu, s, hw, grouped=True)
     if fits is None or not fits:
-        for s in menu.decode_splits if split is None else (split,):
+        for s in _per_head_splits(a, menu, hw, split):
             yield decode(a, menu, s, hw, grouped=False)
 
 
