@@ -63,8 +63,11 @@ SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum 
 # the MMA's share from hd 128 to 256 (bf16 10.2 -> 19.3e-13 s, fp8 7.3 -> 12.8e-13 s per score).
 RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
-# per element), f16 -> f32 convert, scale multiply. NB: an MMA decode kernel feeds fp8 K/V to the MMA as
-# they are (fp8 MMA with the query quantized), so it pays none of this.
+# per element), f16 -> f32 convert, scale multiply: 4 counted; efficiency.attention_dequant_ops (fitted on
+# the H100 decode table by tools/calibrate.py --decode) where the descriptor has it (the per-head kernel's
+# fp8 rows at long contexts stream ~19-20e9 K/V elements/s per SM at any grid, compute-bound, where the
+# count alone gives ~3x that). NB: an MMA decode kernel feeds fp8 K/V to the MMA as they are (fp8 MMA
+# with the query quantized), so it pays none of this.
 DEQUANT_OPS = 4
 FP32_BYTES = 4
 
@@ -120,7 +123,7 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     scores = score_rows * kv
     alu = SOFTMAX_ALU_OPS * scores
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
-        alu = alu + DEQUANT_OPS * kv * (a.dk + a.dv)
+        alu = alu + eff.get("attention_dequant_ops", DEQUANT_OPS) * kv * (a.dk + a.dv)
     # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
     t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
                         alu / (a.alu_ops_per_s * eff["cuda"] / slots))
