@@ -35,8 +35,9 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
 The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
 An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
 up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
-kernel runs at the library's split, not the cheapest one, and a small grid on a 16-bit cache runs the
-per-head kernel as the library does. A split decode pays the combine: combine_s.
+kernel runs at the library's split, not the cheapest one, a small grid on a 16-bit cache runs the
+per-head kernel as the library does, and the per-head kernel runs at the library's block size (its
+co-resident CTAs per SM: the wave size) and multi-block split. A split decode pays the combine: combine_s.
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
@@ -65,9 +66,10 @@ RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
 # per element), f16 -> f32 convert, scale multiply: 4 counted; efficiency.attention_dequant_ops (fitted on
 # the H100 decode table by tools/calibrate.py --decode) where the descriptor has it (the per-head kernel's
-# fp8 rows at long contexts stream ~19-20e9 K/V elements/s per SM at any grid, compute-bound, where the
-# count alone gives ~3x that). NB: an MMA decode kernel feeds fp8 K/V to the MMA as they are (fp8 MMA
-# with the query quantized), so it pays none of this.
+# fp8 rows at long contexts stream ~19-20e9 K/V elements/s per SM at small and large grids alike,
+# compute-bound, where the count alone gives about twice that; fitted: 5.9). NB: one figure for the
+# whole widening; an MMA decode kernel feeds fp8 K/V to the MMA as they are (fp8 MMA with the query
+# quantized), so it pays none of this.
 DEQUANT_OPS = 4
 FP32_BYTES = 4
 

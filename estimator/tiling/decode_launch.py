@@ -15,10 +15,10 @@ and it runs its grouped MMA kernel (XQA) only when that fills the machine well e
 
 falling back to the per-head masked-MHA kernel (one CTA per query head) otherwise, for the caches in
 `fallback_kv_bytes` (on Hopper a 16-bit cache; the fp8 cache's sm90 kernel is always taken). The
-history is the keys attended to (past + the new token). The rule's constants are the library's, in the
-family's tile menu (`attention.decode_launch`). NB: the per-head kernel's own split (its multi-block
-mode fills the SMs) stays the cheapest of the menu's splits; the rule's split is capped by the largest
-of them (a larger one would also need more of the library's reserved workspace).
+history is the keys attended to (past + the new token). The per-head kernel's block size and its own
+split (multi-block mode) follow the library's rule too (per_head_launch). The rule's constants are the
+library's, in the family's tile menu (`attention.decode_launch`). NB: the rule's split is capped by the
+menu's largest (a larger one would also need more of the library's reserved workspace).
 
 Works on numbers and on numpy arrays (the calibration prices every row of a table at once).
 """
