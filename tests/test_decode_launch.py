@@ -133,3 +133,23 @@ def test_per_head_kernel_waves_follow_its_block_size():
     small = attn_model.candidates(_decode(batch=8, kv_heads=32, seq_kv=2), HOPPER, HW)
     assert [(c.ctas, c.ctas_per_sm, c.waves) for c in big] == [(320, 2, 2)]
     assert [(c.ctas, c.ctas_per_sm, c.waves) for c in small] == [(256, 2, 1)]
+
+
+def test_fp8_widening_cost_per_element():
+    # the per-head kernel on an fp8 cache, one query row, a 128-key step at 1 CTA on each of 132 SMs:
+    # widening is attention_dequant_ops instructions per K/V element on the FP32 pipe (1e13 / 132 a CTA),
+    # 128 keys x (128 + 128) elements; 6 instead of the counted 4: 2 x 32768 x 132 / 1e13 = 8.650752e-7 s
+    # more (the softmax-and-widening pipe stays the longer one: 4 x 128 + 4 x 32768 ops = 1.74e-6 s
+    # against the products' 2 x 128 x 256 / (2 x 1e13 / 132) = 4.33e-7 s)
+    a = _decode(kv_heads=32, kv_bytes=1.0)
+    counted = attn_model._step_time(a, 1, 128, 1, 1, HW, mma=False)
+    four = attn_model._step_time(a, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 4.0}),
+                                 mma=False)
+    six = attn_model._step_time(a, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 6.0}),
+                                mma=False)
+    assert four == pytest.approx(counted, rel=1e-12)
+    assert six - four == pytest.approx(8.650752e-7, rel=1e-9)
+    bf16 = _decode(kv_heads=32)  # a 16-bit cache widens nothing
+    assert attn_model._step_time(bf16, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 6.0}),
+                                 mma=False) == pytest.approx(attn_model._step_time(bf16, 1, 128, 1, 1, HW,
+                                                                                   mma=False), rel=1e-12)
