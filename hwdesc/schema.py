@@ -49,7 +49,10 @@ DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
 GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
                   *GEMM_STORE_FRACTIONS)
-TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS)
+# Optional: instructions per 8-bit K/V element a CUDA-core decode kernel spends widening it
+# (estimator/tiling/attention.py DEQUANT_OPS, its count, where absent).
+TILE_COUNTS = ("attention_dequant_ops",)
+TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
 # (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/tiling/gemm.py): a k-step's cost per padded row
 # of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks

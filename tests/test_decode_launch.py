@@ -71,10 +71,11 @@ def test_decode_candidates_follow_the_rule():
     # batch 1, 8 KV heads, 4097 keys, bf16: 1 x 8 x 32 x 4 = 1024 >= 132, XQA at the library's 16 splits
     (only,) = attn_model.candidates(_decode(), HOPPER, HW)
     assert only.name == "decode mma kv128 splitKV16" and only.ctas == 8 * 16
-    # 64 keys: 1 x 8 x 1 x 4 = 32 < 132, the per-head kernel at each of the menu's splits
-    short = attn_model.candidates(_decode(seq_kv=64), HOPPER, HW)
-    assert [c.name.split()[1] for c in short] == ["simt"] * len(HOPPER.decode_splits)
-    assert short[0].ctas == 1 * 32  # one CTA per query head
+    # 64 keys: 1 x 8 x 1 x 4 = 32 < 132, the per-head kernel at its launch rule's split: 32 query heads
+    # get 1024-thread blocks, splits clamp(ceil(132 / 32) = 5, 1, ceil(64 / 512) = 1) = 1
+    (short,) = attn_model.candidates(_decode(seq_kv=64), HOPPER, HW)
+    assert short.name == "decode simt kv128" and short.ctas == 1 * 32  # one CTA per query head
+    assert short.ctas_per_sm == 1
     # the same with an fp8 cache stays on the grouped kernel
     (fp8,) = attn_model.candidates(_decode(seq_kv=64, kv_bytes=1.0), HOPPER, HW)
     assert fp8.name == "decode mma kv128"
@@ -102,3 +103,53 @@ def test_combine_cost_per_split():
     one = attn_model.decode(a, HOPPER, 16, HW, grouped=True)
     each = attn_model.decode(a, HOPPER, 16, replace(HW, eff=eff), grouped=True)
     assert each.time - one.time == pytest.approx(3.6e-6, rel=1e-9)
+
+
+def test_per_head_launch():
+    # (batch x heads, history, head dim) -> (CTAs per SM, splits), 132 SMs, 4 CTAs of 256 threads per SM:
+    # 1024 CTAs >= 4 x 132 = 528: factor min(ceil(528 / 1024), 4) = 1, 256 threads, 4 per SM;
+    #   splits clamp(ceil(132 x 4 / 1024) = 1, ...) = 1
+    assert decode_launch.per_head_launch(32, 32, 4096, 128, 132, 4, 64) == (4, 1)
+    # 320 CTAs: factor ceil(528 / 320) = 2, 512 threads, 2 per SM (264 CTAs a wave: 320 take two)
+    assert decode_launch.per_head_launch(10, 32, 1, 128, 132, 4, 64) == (2, 1)
+    # 160 CTAs: factor ceil(528 / 160) = 4 -> 1024 threads, 1 per SM; 4096 keys: splits
+    #   clamp(ceil(132 / 160) = 1, 1, ...) = 1
+    assert decode_launch.per_head_launch(5, 32, 4096, 128, 132, 4, 64) == (1, 1)
+    # 32 CTAs, 65536 keys, head dim 128: 1024 threads / (128 x 2 / 16 = 16 threads a row) x 8 = 512 keys
+    #   a loop; splits clamp(ceil(132 / 32) = 5, 1, min(ceil(65536 / 512) = 128, 64)) = 5
+    assert decode_launch.per_head_launch(1, 32, 65536, 128, 132, 4, 64) == (1, 5)
+    # 1 CTA, 131072 keys, head dim 80 (built for 128): splits min(132, 256, cap 64) = 64; 1024 keys,
+    #   head dim 64 (8 threads a row, 1024 keys a loop): 1 split
+    assert decode_launch.per_head_launch(1, 1, 131072, 80, 132, 4, 64) == (1, 64)
+    assert decode_launch.per_head_launch(1, 1, 1024, 64, 132, 4, 64) == (1, 1)
+    cpsm, splits = decode_launch.per_head_launch(np.array([32, 10, 1]), 32, np.array([4096, 1, 65536]), 128,
+                                                 132, 4, 64)
+    assert list(cpsm) == [4, 2, 1] and list(splits) == [1, 1, 5]
+
+
+def test_per_head_kernel_waves_follow_its_block_size():
+    # 10 x 32 = 320 per-head CTAs at 2 per SM: ceil(320 / 264) = 2 waves; 8 x 32 = 256: 1 wave
+    big = attn_model.candidates(_decode(batch=10, kv_heads=32, seq_kv=2), HOPPER, HW)
+    small = attn_model.candidates(_decode(batch=8, kv_heads=32, seq_kv=2), HOPPER, HW)
+    assert [(c.ctas, c.ctas_per_sm, c.waves) for c in big] == [(320, 2, 2)]
+    assert [(c.ctas, c.ctas_per_sm, c.waves) for c in small] == [(256, 2, 1)]
+
+
+def test_fp8_widening_cost_per_element():
+    # the per-head kernel on an fp8 cache, one query row, a 128-key step at 1 CTA on each of 132 SMs:
+    # widening is attention_dequant_ops instructions per K/V element on the FP32 pipe (1e13 / 132 a CTA),
+    # 128 keys x (128 + 128) elements; 6 instead of the counted 4: 2 x 32768 x 132 / 1e13 = 8.650752e-7 s
+    # more (the softmax-and-widening pipe stays the longer one: 4 x 128 + 4 x 32768 ops = 1.74e-6 s
+    # against the products' 2 x 128 x 256 / (2 x 1e13 / 132) = 4.33e-7 s)
+    a = _decode(kv_heads=32, kv_bytes=1.0)
+    counted = attn_model._step_time(a, 1, 128, 1, 1, HW, mma=False)
+    four = attn_model._step_time(a, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 4.0}),
+                                 mma=False)
+    six = attn_model._step_time(a, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 6.0}),
+                                mma=False)
+    assert four == pytest.approx(counted, rel=1e-12)
+    assert six - four == pytest.approx(8.650752e-7, rel=1e-9)
+    bf16 = _decode(kv_heads=32)  # a 16-bit cache widens nothing
+    assert attn_model._step_time(bf16, 1, 128, 1, 1, replace(HW, eff={**EFF, "attention_dequant_ops": 6.0}),
+                                 mma=False) == pytest.approx(attn_model._step_time(bf16, 1, 128, 1, 1, HW,
+                                                                                   mma=False), rel=1e-12)

@@ -85,10 +85,10 @@ GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s",
              "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s",
-                  "attention_decode_row_s", "attention_split_each_s")
+                  "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops")
 # read by decode kernels only (estimator/tiling/attention.py decode, combine_s)
 DECODE_KEYS = ("attention_decode_s", "attention_decode_cta_s", "attention_split_s", "attention_decode_row_s",
-               "attention_split_each_s")
+               "attention_split_each_s", "attention_dequant_ops")
 FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",
              "dram_store")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
@@ -96,7 +96,8 @@ START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s"
          "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
          "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6,
-         "attention_decode_row_s": 5e-10, "attention_split_each_s": 1e-7}
+         "attention_decode_row_s": 5e-10, "attention_split_each_s": 1e-7,
+         "attention_dequant_ops": 4.0}
 
 
 # ---- tables ---------------------------------------------------------------------------------------

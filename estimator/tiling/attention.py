@@ -35,8 +35,9 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
 The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
 An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
 up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
-kernel runs at the library's split, not the cheapest one, and a small grid on a 16-bit cache runs the
-per-head kernel as the library does. A split decode pays the combine: combine_s.
+kernel runs at the library's split, not the cheapest one, a small grid on a 16-bit cache runs the
+per-head kernel as the library does, and the per-head kernel runs at the library's block size (its
+co-resident CTAs per SM: the wave size) and multi-block split. A split decode pays the combine: combine_s.
 
 fixed_s = launch_s + mem_latency_s + attention_prefill_s (or attention_decode_s): the launch, the
 pipeline fill, and the fixed cost of a framework's attention op beyond its main kernel (scheduling
@@ -63,8 +64,12 @@ SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum 
 # the MMA's share from hd 128 to 256 (bf16 10.2 -> 19.3e-13 s, fp8 7.3 -> 12.8e-13 s per score).
 RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
-# per element), f16 -> f32 convert, scale multiply. NB: an MMA decode kernel feeds fp8 K/V to the MMA as
-# they are (fp8 MMA with the query quantized), so it pays none of this.
+# per element), f16 -> f32 convert, scale multiply: 4 counted; efficiency.attention_dequant_ops (fitted on
+# the H100 decode table by tools/calibrate.py --decode) where the descriptor has it (the per-head kernel's
+# fp8 rows at long contexts stream ~19-20e9 K/V elements/s per SM at small and large grids alike,
+# compute-bound, where the count alone gives about twice that; fitted: 5.9). NB: one figure for the
+# whole widening; an MMA decode kernel feeds fp8 K/V to the MMA as they are (fp8 MMA with the query
+# quantized), so it pays none of this.
 DEQUANT_OPS = 4
 FP32_BYTES = 4
 
@@ -120,7 +125,7 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     scores = score_rows * kv
     alu = SOFTMAX_ALU_OPS * scores
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
-        alu = alu + DEQUANT_OPS * kv * (a.dk + a.dv)
+        alu = alu + eff.get("attention_dequant_ops", DEQUANT_OPS) * kv * (a.dk + a.dv)
     # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
     t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
                         alu / (a.alu_ops_per_s * eff["cuda"] / slots))
@@ -196,7 +201,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
         cta_cost = kernel.cta_cost
         pad = sm.ceil_div(a.seq_kv, kernel.page_tokens) * kernel.page_tokens - a.seq_kv
     else:
-        rows, cpsm, cta_cost, tile = group * a.seq_q, menu.decode_ctas_per_sm, 1.0, a
+        rows, cpsm, cta_cost, tile = group * a.seq_q, _per_head_ctas(a, menu, hw), 1.0, a
     row_s = eff.get("attention_decode_row_s", 0.0) * rows * tile.dk if grouped and kernel.row_cost else 0.0
     slots = hw.sm_count * cpsm
     kv_steps = sm.ceil_div(a.seq_kv, kv)
@@ -225,6 +230,33 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+
+
+def _per_head_dims(a: Attn) -> tuple | None:
+    """(batch, heads, history, head dim) as numbers (arrays for table rows), or None with a free one."""
+    dims = tuple(sm.num(d) for d in (a.batch, a.heads, a.seq_kv, a.dk))
+    return dims if all(sm.numeric(d) for d in dims) else None
+
+
+def _per_head_ctas(a: Attn, menu: FamilyMenu, hw: Hw) -> Any:
+    """Co-resident CTAs of the per-head kernel: the launch rule's block size (decode_launch.py), else
+    the menu's decode_ctas_per_sm."""
+    dims = _per_head_dims(a)
+    if menu.decode_launch is None or dims is None:
+        return menu.decode_ctas_per_sm
+    return decode_launch.per_head_launch(*dims, hw.sm_count, menu.decode_ctas_per_sm,
+                                         max(menu.decode_splits))[0]
+
+
+def _per_head_splits(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> tuple:
+    """The per-head kernel's splits to price: `split` when given, the launch rule's, else the menu's."""
+    if split is not None:
+        return (split,)
+    dims = _per_head_dims(a)
+    if menu.decode_launch is None or dims is None:
+        return menu.decode_splits
+    return (decode_launch.per_head_launch(*dims, hw.sm_count, menu.decode_ctas_per_sm,
+                                          max(menu.decode_splits))[1],)
 
 
 def _head_dim(d: Any, dims: tuple[int, ...]) -> Any:
@@ -316,17 +348,19 @@ def _decode_each(a: Attn, menu: FamilyMenu, hw: Hw, split: Any) -> Iterator[Attn
     elif rule is not None and not isinstance(fits, np.ndarray) and fits:
         fits = None  # undecidable with free dims: both kernels offered
     if isinstance(fits, np.ndarray):  # rows of a table: per row the kernel the group (and rule) picks
-        lib = decode(a, menu, grouped_splits[0], hw, True) if rule is not None else None
+        if rule is not None:  # one launch per kernel, each at the library's split
+            yield _merge(fits, decode(a, menu, grouped_splits[0], hw, True),
+                         decode(a, menu, _per_head_splits(a, menu, hw, split)[0], hw, False))
+            return
         for s in menu.decode_splits:
             if split is None or s == split:
-                mma = lib if lib is not None else decode(a, menu, s, hw, True)
-                yield _merge(fits, mma, decode(a, menu, s, hw, False))
+                yield _merge(fits, decode(a, menu, s, hw, True), decode(a, menu, s, hw, False))
         return
     splits = {True: grouped_splits, False: (), None: grouped_splits}[None if fits is None else bool(fits)]
     for s in splits:
         yield decode(a, menu, s, hw, grouped=True)
     if fits is None or not fits:
-        for s in menu.decode_splits if split is None else (split,):
+        for s in _per_head_splits(a, menu, hw, split):
             yield decode(a, menu, s, hw, grouped=False)
 
 
