@@ -104,9 +104,11 @@ def test_trtllm_packs_prompts_and_waits_a_departure_interval():
     t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
     decode_total = gen * (10 - 2) / 10 + 2 * t_mix
-    join = (decode_total + t_mix) / 5  # one request waits for the next departure of the 5 in service
+    join = (decode_total + t_mix) / 6 * 5 / 6  # the interval between departures of the other 5 of 6
     slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
     assert r.ttft_s == pytest.approx(join + t_mix + slot.wait_s)
+    # the fitted wait is named with its size in the result's notes
+    assert f"TTFT includes a {join * 1e3:.0f} ms wait to join" in " ".join(r.notes)
 
 
 def test_a_lone_trtllm_client_waits_for_no_departure():
@@ -115,6 +117,7 @@ def test_a_lone_trtllm_client_waits_for_no_departure():
     # W = 1: no other request to wait for; TTFT = its prefill, 10 us x 500 = 5 ms (eager: above the
     # 100 kernels x 10 us = 1 ms of host launch), no decoder riding, and one client never queues
     assert r.ttft_s == pytest.approx(5e-3)
+    assert not any("wait to join" in n for n in r.notes)
 
 
 def test_prompts_per_step_leaves_a_token_per_running_decode():
