@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -261,7 +261,7 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
                      t_mma_one, t_load, epilogue, t_promote,
                      _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
                      l2 / (hw.l2_bytes_per_s * eff["l2"]),
-                     t_edge=_edge(g, (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
+                     t_edge=_edge(g, lambda: (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
                      store_key=_store_key(g, menu))
 
 
@@ -271,7 +271,8 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     waves = sm.ceil(ctas / o.slots)
     iters = sm.ceil(o.k_steps / split)
     t_compute = ((waves - 1) * o.t_iter + _last_round(o, ctas, waves)) * iters + waves * o.t_epilogue
-    t_compute = t_compute + iters * o.t_edge
+    if not (isinstance(o.t_edge, float) and o.t_edge == 0.0):
+        t_compute = t_compute + iters * o.t_edge
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
         dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
@@ -342,7 +343,7 @@ def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
     return bool(g.scale_block and scaled is not None and scaled.pick and g.scale_block % cols)
 
 
-def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:
+def _edge(g: Gemm, padded_rows: Callable[[], Any], menu: FamilyMenu, hw: Hw) -> Any:
     """The k-step of a block-scaled kernel's partial M tile (the library-picked kernel of
     `block_scaled.pick`): `block_scale_oob_s` per padded row (the tile's rows past M) of every CTA on
     that tile (one per tile along N), paid once per kernel: a GPU-wide cost, as if the padded rows
@@ -355,7 +356,7 @@ def _edge(g: Gemm, padded_rows: Any, menu: FamilyMenu, hw: Hw) -> Any:
     scaled = menu.block_scaled
     if not g.scale_block or scaled is None or not scaled.pick or "block_scale_oob_s" not in hw.eff:
         return 0.0
-    return padded_rows * hw.eff["block_scale_oob_s"]
+    return padded_rows() * hw.eff["block_scale_oob_s"]  # built only here: sweeps price ~1000 tiles a kernel
 
 
 def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
