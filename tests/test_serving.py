@@ -4,27 +4,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from serveutil import FakeSteps
 
 from estimator.serve.closed_loop import closed_loop
 from estimator.serve.frameworks import Framework, framework
 from estimator.serve.memory import Memory
 from estimator.serve.serving import ServeError, Workload, parse_workload, prompts_per_step, serve
-
-
-class FakeSteps:
-    """decode(b, p) = 1 ms + 1 us x b + 1 ns x b x p; prefill(k, isl) = 10 us x k x isl."""
-
-    decode_kernels = 50
-    prefill_kernels = 100
-
-    def decode(self, b, past):
-        return 1e-3 + 1e-6 * b + 1e-9 * b * np.asarray(past, dtype=float)
-
-    def decode_context(self, b, past):
-        return 1e-9 * b * np.asarray(past, dtype=float)
-
-    def prefill(self, k, isl):
-        return 1e-5 * k * isl
 
 
 def _fw(**changes) -> Framework:

@@ -3,31 +3,15 @@ step costs (numbers worked out beside them)."""
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 import yaml
+from serveutil import FakeSteps
 
 from estimator.serve.frameworks import HERE, FrameworkError, _figures, framework
 from estimator.serve.memory import Memory
 from estimator.serve.serving import Workload, serve
 from estimator.serve.summary import serve_text
 from estimator.serve.waves import chunk_tokens, last_chunks, wave
-
-
-class FakeSteps:
-    """decode(b, p) = 1 ms + 1 us x b + 1 ns x b x p; prefill(k, isl) = 10 us x k x isl."""
-
-    decode_kernels = 50
-    prefill_kernels = 100
-
-    def decode(self, b, past):
-        return 1e-3 + 1e-6 * b + 1e-9 * b * np.asarray(past, dtype=float)
-
-    def decode_context(self, b, past):
-        return 1e-9 * b * np.asarray(past, dtype=float)
-
-    def prefill(self, k, isl):
-        return 1e-5 * k * isl
 
 
 def _sglang(**changes):

@@ -362,6 +362,13 @@ def residuals(table: Table, hw, menu) -> list[str]:
 SOURCE = "tools/calibrate.py, fitted on the H100 SXM tables; the same on every GPU"
 
 
+def source_line(family: str | None) -> str:
+    """The `source:` of a written constant: where it was fitted and where it is carried."""
+    if family is None:
+        return SOURCE
+    return SOURCE.replace("every GPU", f"every {family} GPU (written to that family only)")
+
+
 def write_descriptors(consts: dict, directory: Path | None = None, family: str | None = None) -> list[str]:
     """Set `efficiency.<key>` to {value, source} in every GPU descriptor of `directory` (default: the
     bundled ones), or only in those of `family`; the whole entry is replaced: value, source, confidence
@@ -375,7 +382,7 @@ def write_descriptors(consts: dict, directory: Path | None = None, family: str |
             continue
         head, _, block = text.partition("\nefficiency:\n")
         for key, value in consts.items():
-            entry = f"  {key}:\n    value: {value:.3g}\n    source: \"{SOURCE}\"\n"
+            entry = f"  {key}:\n    value: {value:.3g}\n    source: \"{source_line(family)}\"\n"
             found = re.search(rf"(?m)^  {key}:\n(?:    .*\n|      .*\n)*", block)
             if found:
                 block = block[:found.start()] + entry + block[found.end():]
