@@ -60,7 +60,8 @@ def test_write_descriptors_of_one_family(tmp_path):
     assert hwdesc.load_file(tmp_path / "h200.yaml").efficiency["tensor_fp8"] == 0.123
     assert hwdesc.load_file(tmp_path / "b200.yaml").efficiency["tensor_fp8"] == before
     # and its source says where it is carried: the family, not every GPU
-    assert "the same on every hopper GPU (written to that family only)" in (tmp_path / "h200.yaml").read_text()
+    text = (tmp_path / "h200.yaml").read_text()
+    assert "the same on every hopper GPU (written to that family only)" in text
 
 
 @needs_data
