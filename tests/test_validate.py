@@ -30,6 +30,7 @@ from estimator.report.validation import match_bound, model_errors, to_json, to_t
 from estimator.truth import ort_runner
 from estimator.truth.ort_runner import NodeTime, parse_profile
 from estimator.truth.validate import (
+    PROFILER_RESOLUTION_S,
     ValidateError,
     embedding_rows,
     join,
@@ -257,7 +258,9 @@ def _check(v) -> None:
     assert v.measured_min_s * CALIBRATION_MARGIN >= bound, \
         f"the fastest run ({v.measured_min_s:.3g} s) beat the bound {bound:.3g} " \
         f"by more than {CALIBRATION_MARGIN:g}x"
-    far_below = [m for m in model_errors(v) if m.measured_s * CALIBRATION_MARGIN < match_bound(v, m)]
+    # a node the trace timed under its 1 us resolution (0 us: seen on gpt2 at seq 256) was not measured
+    far_below = [m for m in model_errors(v) if m.measured_s >= PROFILER_RESOLUTION_S
+                 and m.measured_s * CALIBRATION_MARGIN < match_bound(v, m)]
     assert not far_below, to_table(v, 5)
     # every executed node is accounted for: joined to a kernel, a free view (views, shape arithmetic),
     # or an op the estimator lists as uncosted
