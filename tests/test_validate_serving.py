@@ -32,3 +32,19 @@ def test_rows_are_priced_over_the_benchmarks_rounds():
     import inspect
 
     assert inspect.signature(validate_serving.predict).parameters["rounds"].default == 10
+
+
+def test_read_rows_keeps_only_the_sets_version(tmp_path):
+    import gzip
+
+    header = "backend,backend_version,model_path,mode,isl\n"
+    body = ("trtllm,1.0.0rc3,Qwen/Qwen3-32B,agg,1024\n"
+            "trtllm,1.2.0rc6.post1,Qwen/Qwen3-32B,agg,2048\n"
+            "trtllm,1.0.0rc3,Qwen/Qwen3-32B,disagg,4096\n"
+            "vllm,0.12.0,Qwen/Qwen3-32B,agg,512\n")
+    with gzip.open(tmp_path / "e2e_serving.csv.gz", "wt") as f:
+        f.write(header + body)
+    spec = validate_serving.SETS["32b-trtllm"]
+    rows = validate_serving.read_rows(tmp_path, *spec["match"], spec["version"])
+    assert [r["isl"] for r in rows] == ["1024"]  # the held-out set: one version, aggregated serving
+    assert len(validate_serving.read_rows(tmp_path, *spec["match"])) == 2  # no version: both agg rows

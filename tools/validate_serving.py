@@ -11,6 +11,11 @@ Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): clo
 - 70b-vllm: meta-llama/Llama-3.1-70B, vLLM, fp8, TP 2/4/8; priced as `--model llama-3.1-70b --precision
   fp8 --framework vllm` (fp8 weights and KV cache: the table does not say the KV dtype; a bf16 cache
   over-predicts TPOT by ~25 % median, an fp8 one matches within ~6 %).
+- 32b-trtllm (held out: nothing is fitted on it): Qwen/Qwen3-32B, TensorRT-LLM 1.0.0rc3 (the 8B set's
+  version), per-tensor fp8 checkpoint, TP 1/2/4/8; priced as `--model qwen3-32b --precision fp8-w8a8
+  --kv-precision fp8 --framework trtllm` (the engine's W8A8 path, estimator/w8a8.py, as
+  tools/validate_moe_serving.py prices it). It checks whether the front end and the wait to join fitted
+  on the 8B rows (frameworks.yaml host_*, admission_wait) carry to another model on the same server.
 Each TP is priced once (estimator/serve/deploy.py) and every row of it evaluated on those steps.
 Each row runs the server as the benchmark deployed it, not at the framework's defaults: aiconfigurator's
 config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
@@ -58,15 +63,25 @@ SETS = {
         "framework": "vllm",
         "budget_block": 1,  # vllm.rule does not round
     },
+    "32b-trtllm": {  # held out (module doc)
+        "match": ("trtllm", "Qwen3-32B"),
+        "version": "1.0.0rc3",
+        "model": "qwen3-32b",
+        "precision": "fp8-w8a8",
+        "kv": "fp8",
+        "framework": "trtllm",
+        "budget_block": 32,
+    },
 }
 
 
-def read_rows(data: Path, backend: str, model_part: str) -> list[dict]:
+def read_rows(data: Path, backend: str, model_part: str, version: str | None = None) -> list[dict]:
     with gzip.open(data / "e2e_serving.csv.gz", "rt") as f:
         rows = [
             r
             for r in csv.DictReader(f)
             if r["backend"] == backend and model_part in r["model_path"] and r["mode"] == "agg"
+            and (version is None or r["backend_version"] == version)
         ]
     return rows
 
@@ -215,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     everything = {}
     for name in args.sets.split(","):
         spec = SETS[name]
-        deps = deployments(spec, read_rows(args.data, *spec["match"]))
+        deps = deployments(spec, read_rows(args.data, *spec["match"], spec.get("version")))
         if args.fit and name == "8b-trtllm":
             rate, per_request, obj = fit_host(deps, spec["budget_block"])
             print(f"fit: host_output_tokens_per_s {rate}, host_s_per_request {per_request:.4f} "

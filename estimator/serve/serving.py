@@ -32,7 +32,8 @@ S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: ha
 SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures of
 the other W - 1 requests, lifetime / W x (W - 1) / W, lifetime = own prefill + decode phase (fitted
 shape, frameworks.yaml `admission_wait`; W = 1: no wait, and it grows smoothly from there).
-NB: that wait is fitted on the H100 table's concurrency 8-128 rows and its cause is not verified; the
+NB: that wait is fitted on the H100 table's 8B concurrency 8-128 rows and its cause is not verified (the
+held-out Qwen3-32B rows of the same TensorRT-LLM version do not show it: tools/validate_serving.py); the
 result carries a note with its size. (lifetime / (W - 1), one request always waiting for the next
 departure, fits those rows slightly better, TTFT median 11.7 % against 16.7 %, same p90, but jumps from
 no wait at W = 1 to a whole lifetime at W = 2: a 30 s TTFT at concurrency 2 on llama-3.1-70b.)
@@ -255,8 +256,8 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
             join = lifetime / w * (w - 1) / w
             if join > 0:
                 notes.append(f"TTFT includes a {join * 1e3:.0f} ms wait to join (frameworks.yaml "
-                             "admission_wait: fitted on H100 TensorRT-LLM rows at concurrency 8-128, "
-                             "cause not verified)")
+                             "admission_wait: fitted on H100 TensorRT-LLM Llama-3.1-8B rows at concurrency "
+                             "8-128, cause not verified; absent from the Qwen3-32B rows of the same version)")
         else:
             join = 0.5 * avg_step
         queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
