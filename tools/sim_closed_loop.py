@@ -28,6 +28,11 @@ The engine (TensorRT-LLM's PyTorch executor; vLLM V1 with `overlap=False`), iter
 The front end (optional, `host_s_per_request`, `host_s_per_token`): one FIFO server in front of the
 engine that takes in each request (host_s_per_request before it reaches the engine) and delivers each
 iteration's tokens (host_s_per_token each, the batch of one iteration as one job).
+The engine loop's own host work (optional): `loop_s_per_prompt` per prompt it admits (before the
+iteration can launch: start_m = max(end_{m-1}, s_m + prompts x loop_s_per_prompt)) and
+`loop_s_per_token` per token an iteration makes (handled after it ends, before the host schedules
+m + lag and before the tokens leave); with the overlap scheduler both hide behind the GPU while shorter
+than a step, beyond that they stretch every iteration.
 `slots_short`: the engine admits max_batch - slots_short requests (a mechanism under test: one client
 always waiting for a departure).
 NB: a decode step is priced at the mean past of its batch (the attention is linear in the past); a
@@ -54,6 +59,8 @@ class Knobs:
     host_s_per_token: float = 0.0
     client_delay_s: float = 0.0
     slots_short: int = 0
+    loop_s_per_prompt: float = 0.0  # engine-loop host work per prompt admitted, before its step launches
+    loop_s_per_token: float = 0.0  # engine-loop host work per token of an iteration, after it ends
 
 
 @dataclass(frozen=True)
@@ -161,12 +168,12 @@ class _Sim:
     def run(self) -> int:
         """Iterate until every request has its last token; the number of iterations."""
         lag = 2 if self.k.overlap else 1
-        ends = [0.0, 0.0]  # end of iterations m - 2, m - 1 (0: the idle start)
-        m, completed, wasted = 0, 0, 0
+        host = [0.0, 0.0]  # when the host is done with iterations m - 2, m - 1 (0: the idle start)
+        gpu_end, m, completed, wasted = 0.0, 0, 0, 0
         while completed < self.n_req:
-            s_m, (dec, tokens, past, done) = self._schedule(m, lag, ends[-lag])
+            s_m, (dec, tokens, past, done) = self._schedule(m, lag, host[-lag])
             cost = self.p.mixed_s(tokens, dec, past) if tokens else self.p.decode_s(dec, past)
-            end = max(ends[-1], s_m) + cost
+            gpu_end = max(gpu_end, s_m + len(done) * self.k.loop_s_per_prompt) + cost
             for rid in done:
                 heapq.heappush(self.running, (m + self.osl - 1, rid, m))
                 self.sum_p += m
@@ -174,10 +181,11 @@ class _Sim:
             lasts = self.lasts.pop(m, [])
             completed += len(lasts)
             produced = dec - wasted + len(done)  # the finished requests riding along make no token
+            out = gpu_end + produced * self.k.loop_s_per_token  # the host has handled m's tokens
             if done or lasts or self.k.host_s_per_token:
-                self.fe.submit(end, produced * self.k.host_s_per_token, "deliver", (done, lasts))
+                self.fe.submit(out, produced * self.k.host_s_per_token, "deliver", (done, lasts))
             wasted = len(lasts) if self.k.overlap else 0
-            ends = [ends[-1], end]
+            host = [host[-1], out]
             m += 1
         self.advance(math.inf, strict=False)
         return m
