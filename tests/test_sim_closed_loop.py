@@ -35,7 +35,8 @@ def test_two_clients_with_overlap():
     # tokens at 50 ms), but iteration 3 (40 ms -> 50-60 ms) was scheduled before the host knew: a wasted
     # decode of the two finished requests. The next prompts arrive at 50 ms, find the engine idle and are
     # launched behind it: prefill 60-90 ms (TTFT 40 ms), decodes to 100, 110 (E2E 60 ms).
-    # TTFT = (30 + 30 + 40 + 40) / 4 = 35 ms, E2E = (50 + 50 + 60 + 60) / 4 = 55 ms, TPOT = (55 - 35) / 2 = 10.
+    # TTFT = (30 + 30 + 40 + 40) / 4 = 35 ms, E2E = (50 + 50 + 60 + 60) / 4 = 55 ms,
+    # TPOT = (55 - 35) / 2 = 10 ms.
     res = simulate(Fixed(), 100, 3, 2, 4, Knobs(max_batch=2, max_num_tokens=1000, overlap=True))
     assert res.ttft_s == pytest.approx(0.035)
     assert res.e2e_s == pytest.approx(0.055)
@@ -93,3 +94,13 @@ def test_engine_loop_host_work(overlap, e2e_ms):
     res = simulate(Fixed(), 100, 3, 1, 1, knobs)
     assert res.ttft_s == pytest.approx(0.037)
     assert res.e2e_s == pytest.approx(e2e_ms * 1e-3)
+
+
+def test_client_jitter_is_outside_the_measured_time():
+    # 1 client on an idle engine: whenever a request is sent (jittered up to 20 ms), it is prefilled at
+    # once, so TTFT stays 30 ms and E2E 50 ms; the run is longer than 2 x 50 ms by the jitter alone.
+    knobs = Knobs(max_batch=1, max_num_tokens=1000, overlap=False, client_jitter_s=0.020)
+    res = simulate(Fixed(), 100, 3, 1, 2, knobs)
+    assert res.ttft_s == pytest.approx(0.030)
+    assert res.e2e_s == pytest.approx(0.050)
+    assert 2 / 0.140 <= res.requests_per_s < 2 / 0.100

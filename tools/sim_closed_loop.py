@@ -33,6 +33,9 @@ iteration can launch: start_m = max(end_{m-1}, s_m + prompts x loop_s_per_prompt
 `loop_s_per_token` per token an iteration makes (handled after it ends, before the host schedules
 m + lag and before the tokens leave); with the overlap scheduler both hide behind the GPU while shorter
 than a step, beyond that they stretch every iteration.
+`client_jitter_s`: a client sends its next request a random U(0, jitter) after its last token (a
+deterministic replay keeps requests that finished together in lock-step forever; a real client and
+network do not).
 `slots_short`: the engine admits max_batch - slots_short requests (a mechanism under test: one client
 always waiting for a departure).
 NB: a decode step is priced at the mean past of its batch (the attention is linear in the past); a
@@ -43,6 +46,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections import deque
 from dataclasses import dataclass
 
@@ -58,6 +62,7 @@ class Knobs:
     host_s_per_request: float = 0.0
     host_s_per_token: float = 0.0
     client_delay_s: float = 0.0
+    client_jitter_s: float = 0.0  # each send delayed a further U(0, jitter) (seeded: reproducible)
     slots_short: int = 0
     loop_s_per_prompt: float = 0.0  # engine-loop host work per prompt admitted, before its step launches
     loop_s_per_token: float = 0.0  # engine-loop host work per token of an iteration, after it ends
@@ -99,6 +104,7 @@ class _Sim:
         self.n_req, self.issued = requests, 0
         self.send, self.first, self.last = [0.0] * requests, [0.0] * requests, [0.0] * requests
         self.fe = _FrontEnd()
+        self.rng = random.Random(0)
         self.arrived: deque = deque()  # (engine arrival, rid), in time order (FIFO front end)
         self.waiting: deque = deque()  # rids eligible, not yet prefilled: [rid, prompt tokens left]
         self.running: list = []  # heap of (last-token iteration, rid, first-token iteration)
@@ -109,7 +115,8 @@ class _Sim:
 
     def _issue(self, t: float) -> None:
         rid, self.issued = self.issued, self.issued + 1
-        self.send[rid] = t + self.k.client_delay_s
+        jitter = self.rng.uniform(0.0, self.k.client_jitter_s) if self.k.client_jitter_s else 0.0
+        self.send[rid] = t + self.k.client_delay_s + jitter
         self.fe.submit(self.send[rid], self.k.host_s_per_request, "intake", rid)
 
     def advance(self, until: float, strict: bool) -> None:
@@ -196,7 +203,7 @@ def simulate(prices, isl: int, osl: int, clients: int, requests: int, knobs: Kno
     (module doc). `prices`: decode_s(batch, past), mixed_s(prompt_tokens, decodes, past) and
     first_token_extra_s (a host term of the request's own prefill, TTFT only)."""
     if not knobs.chunked and isl > knobs.max_num_tokens:
-        raise ValueError(f"an unchunked prompt of {isl} tokens never fits {knobs.max_num_tokens} tokens a step")
+        raise ValueError(f"an unchunked prompt of {isl} tokens never fits a step of {knobs.max_num_tokens}")
     sim = _Sim(prices, isl, osl, clients, requests, knobs)
     iterations = sim.run()
     extra = float(getattr(prices, "first_token_extra_s", 0.0))

@@ -137,6 +137,7 @@ def simulate_rows(prepared: list[tuple], args) -> list[dict]:
         knobs = Knobs(w, int(fw.max_num_tokens), overlap=trt and not args.no_overlap,
                       chunked=bool(fw.chunked_prefill), host_s_per_request=per_request,
                       host_s_per_token=per_token, client_delay_s=args.client_delay_ms * 1e-3,
+                      client_jitter_s=args.jitter_ms * 1e-3,
                       slots_short=min(args.slots_short, w - 1) if trt else 0,
                       loop_s_per_prompt=args.loop_prompt_ms * 1e-3 if trt else 0.0,
                       loop_s_per_token=args.loop_token_us * 1e-6 if trt else 0.0)
@@ -185,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loop-prompt-ms", type=float, default=0.0, help="engine-loop ms per prompt (trtllm)")
     ap.add_argument("--loop-token-us", type=float, default=0.0, help="engine-loop host us per token (trtllm)")
     ap.add_argument("--fit", action="store_true", help="grid-fit GRID's knobs on the first set, then run all")
+    ap.add_argument("--jitter-ms", type=float, default=0.0, help="client send jitter U(0, J) per request")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     everything = {}
