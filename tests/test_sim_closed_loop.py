@@ -104,3 +104,20 @@ def test_client_jitter_is_outside_the_measured_time():
     assert res.ttft_s == pytest.approx(0.030)
     assert res.e2e_s == pytest.approx(0.050)
     assert 2 / 0.140 <= res.requests_per_s < 2 / 0.100
+
+
+@pytest.mark.parametrize(("split", "ttft_ms", "e2e_ms"),
+                         [(False, 250 / 3, 340 / 3), (True, 230 / 3, 320 / 3)])
+def test_front_end_shared_or_split(split, ttft_ms, e2e_ms):
+    # 2 clients, 3 requests, osl 2, no overlap; intake 10 ms a request, delivery 20 ms a token.
+    # Intake A 0-10, B 10-20. A's prefill 10-40 (its token out 40-60); B's prefill with A's decode 40-70
+    # (two tokens out 70-110: A's last, B's first); B's decode 70-80 (out 110-130: B's last).
+    # C is sent at 110. One front end: its intake queues behind B's last token, 130-140; prefill 140-170,
+    # out 170-190; decode 170-180, out 190-210: C's TTFT 80, E2E 100 ms.
+    # Split: C's intake 110-120; prefill 120-150, out 150-170; decode 150-160, out 170-190: TTFT 60, E2E 80.
+    # TTFT (60 + 110 + 80) / 3 or (60 + 110 + 60) / 3; E2E (110 + 130 + 100) / 3 or (110 + 130 + 80) / 3.
+    knobs = Knobs(max_batch=2, max_num_tokens=1000, overlap=False, host_s_per_request=0.010,
+                  host_s_per_token=0.020, split_front_end=split)
+    res = simulate(Fixed(), 100, 2, 2, 3, knobs)
+    assert res.ttft_s == pytest.approx(ttft_ms * 1e-3)
+    assert res.e2e_s == pytest.approx(e2e_ms * 1e-3)

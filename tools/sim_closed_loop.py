@@ -27,7 +27,9 @@ The engine (TensorRT-LLM's PyTorch executor; vLLM V1 with `overlap=False`), iter
   one is modelled.
 The front end (optional, `host_s_per_request`, `host_s_per_token`): one FIFO server in front of the
 engine that takes in each request (host_s_per_request before it reaches the engine) and delivers each
-iteration's tokens (host_s_per_token each, the batch of one iteration as one job).
+iteration's tokens (host_s_per_token each, the batch of one iteration as one job); `split_front_end`:
+intake and delivery on two such servers (two processes), so that the throughput is capped by the
+busier of the two, min(1 / host_s_per_request, 1 / (osl x host_s_per_token)), not by their sum.
 The engine loop's own host work (optional): `loop_s_per_prompt` per prompt it admits (before the
 iteration can launch: start_m = max(end_{m-1}, s_m + prompts x loop_s_per_prompt)) and
 `loop_s_per_token` per token an iteration makes (handled after it ends, before the host schedules
@@ -62,6 +64,7 @@ class Knobs:
     host_s_per_request: float = 0.0
     host_s_per_token: float = 0.0
     client_delay_s: float = 0.0
+    split_front_end: bool = False  # intake and delivery on two servers (each FIFO) instead of one
     client_jitter_s: float = 0.0  # each send delayed a further U(0, jitter) (seeded: reproducible)
     slots_short: int = 0
     loop_s_per_prompt: float = 0.0  # engine-loop host work per prompt admitted, before its step launches
@@ -103,7 +106,8 @@ class _Sim:
         self.p, self.isl, self.osl, self.k = prices, isl, osl, knobs
         self.n_req, self.issued = requests, 0
         self.send, self.first, self.last = [0.0] * requests, [0.0] * requests, [0.0] * requests
-        self.fe = _FrontEnd()
+        self.fe = _FrontEnd()  # intake, and delivery too unless split
+        self.fe_out = _FrontEnd() if knobs.split_front_end else self.fe
         self.rng = random.Random(0)
         self.arrived: deque = deque()  # (engine arrival, rid), in time order (FIFO front end)
         self.waiting: deque = deque()  # rids eligible, not yet prefilled: [rid, prompt tokens left]
@@ -121,8 +125,10 @@ class _Sim:
 
     def advance(self, until: float, strict: bool) -> None:
         """Serve the front-end jobs that arrived by `until`; engine arrivals before it become eligible."""
-        while self.fe.jobs and self.fe.next_arrival() <= until:
-            done, kind, payload = self.fe.pop()
+        while (self.fe.jobs or self.fe_out.jobs) and min(self.fe.next_arrival(),
+                                                         self.fe_out.next_arrival()) <= until:
+            server = self.fe if self.fe.next_arrival() <= self.fe_out.next_arrival() else self.fe_out
+            done, kind, payload = server.pop()
             if kind == "intake":
                 self.arrived.append((done, payload))
                 continue
@@ -165,9 +171,10 @@ class _Sim:
         self.advance(s_m, strict=True)
         batch = self._batch(m, lag)
         while batch[0] == 0 and batch[1] == 0:
-            if not self.arrived and not self.fe.jobs:
+            pending = min(self.fe.next_arrival(), self.fe_out.next_arrival())
+            if not self.arrived and pending == math.inf:
                 raise RuntimeError("simulation stalled: no request running, waiting or arriving")
-            s_m = max(s_m, self.arrived[0][0] if self.arrived else self.fe.next_arrival())
+            s_m = max(s_m, self.arrived[0][0] if self.arrived else pending)
             self.advance(s_m, strict=False)
             batch = self._batch(m, lag)
         return s_m, batch
@@ -190,7 +197,7 @@ class _Sim:
             produced = dec - wasted + len(done)  # the finished requests riding along make no token
             out = gpu_end + produced * self.k.loop_s_per_token  # the host has handled m's tokens
             if done or lasts or self.k.host_s_per_token:
-                self.fe.submit(out, produced * self.k.host_s_per_token, "deliver", (done, lasts))
+                self.fe_out.submit(out, produced * self.k.host_s_per_token, "deliver", (done, lasts))
             wasted = len(lasts) if self.k.overlap else 0
             host = [host[-1], out]
             m += 1

@@ -137,7 +137,7 @@ def simulate_rows(prepared: list[tuple], args) -> list[dict]:
         knobs = Knobs(w, int(fw.max_num_tokens), overlap=trt and not args.no_overlap,
                       chunked=bool(fw.chunked_prefill), host_s_per_request=per_request,
                       host_s_per_token=per_token, client_delay_s=args.client_delay_ms * 1e-3,
-                      client_jitter_s=args.jitter_ms * 1e-3,
+                      client_jitter_s=args.jitter_ms * 1e-3, split_front_end=args.split_fe,
                       slots_short=min(args.slots_short, w - 1) if trt else 0,
                       loop_s_per_prompt=args.loop_prompt_ms * 1e-3 if trt else 0.0,
                       loop_s_per_token=args.loop_token_us * 1e-6 if trt else 0.0)
@@ -150,8 +150,12 @@ def simulate_rows(prepared: list[tuple], args) -> list[dict]:
     return out
 
 
-GRID = {"loop_prompt_ms": [0.0, 2.5, 5.0, 7.5, 10.0], "fe_token_us": [0.0, 25.0, 50.0, 75.0],
-        "fe_request_ms": [0.0, 5.0, 10.0, 15.0]}
+GRIDS = {  # --fit grids: one front end; intake and delivery on two (--split-fe)
+    "shared": {"loop_prompt_ms": [0.0, 2.5, 5.0, 7.5, 10.0], "fe_token_us": [0.0, 25.0, 50.0, 75.0],
+               "fe_request_ms": [0.0, 5.0, 10.0, 15.0]},
+    "split": {"loop_prompt_ms": [0.0, 2.5, 5.0], "fe_token_us": [75.0, 90.0, 110.0, 130.0],
+              "fe_request_ms": [10.0, 15.0, 20.0, 25.0, 30.0]},
+}
 
 
 def objective(points: list[dict]) -> float:
@@ -161,14 +165,15 @@ def objective(points: list[dict]) -> float:
 
 
 def grid_fit(prepared: list[tuple], args) -> dict:
-    """The GRID point minimising `objective` (the other knobs as given)."""
+    """The point of GRIDS[args.grid] minimising `objective` (the other knobs as given)."""
     best: dict = {"objective": math.inf}
-    for values in itertools.product(*GRID.values()):
-        trial = argparse.Namespace(**{**vars(args), **dict(zip(GRID, values, strict=True))})
-        obj = objective(simulate_rows(prepared, trial))
-        print(f"  grid {dict(zip(GRID, values, strict=True))}: objective {obj:.3f}", flush=True)
+    grid = GRIDS[args.grid]
+    for values in itertools.product(*grid.values()):
+        point = dict(zip(grid, values, strict=True))
+        obj = objective(simulate_rows(prepared, argparse.Namespace(**{**vars(args), **point})))
+        print(f"  grid {point}: objective {obj:.3f}", flush=True)
         if obj < best["objective"]:
-            best = {**dict(zip(GRID, values, strict=True)), "objective": obj}
+            best = {**point, "objective": obj}
     return best
 
 
@@ -187,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loop-token-us", type=float, default=0.0, help="engine-loop host us per token (trtllm)")
     ap.add_argument("--fit", action="store_true", help="grid-fit GRID's knobs on the first set, then run all")
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="client send jitter U(0, J) per request")
+    ap.add_argument("--split-fe", action="store_true", help="intake and delivery on two front-end servers")
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="shared", help="the --fit grid")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     everything = {}
@@ -194,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.fit:
         best = grid_fit(prepared[args.sets.split(",")[0]], args)
         print(f"fit: {best}", flush=True)
-        args = argparse.Namespace(**{**vars(args), **{k: best[k] for k in GRID}})
+        args = argparse.Namespace(**{**vars(args), **{k: best[k] for k in GRIDS[args.grid]}})
     for name in args.sets.split(","):
         t0 = time.process_time()
         points = simulate_rows(prepared[name], args)
