@@ -117,14 +117,14 @@ def prepare(name: str, data: Path) -> list[tuple]:
 
 
 def front_end(fw, args) -> tuple[float, float]:
-    """(seconds per request, seconds per token) of the front end: --fe-*, else frameworks.yaml under
-    --host, else none."""
+    """(seconds per request, seconds per token) of the front end: --fe-* (fitted on the TensorRT-LLM 8B
+    rows: TensorRT-LLM sets only), else frameworks.yaml under --host, else none."""
     per_request = float(fw.host_s_per_request or 0.0) if args.host else 0.0
     rate = fw.host_output_tokens_per_s if args.host else None
     per_token = 1.0 / float(rate) if rate else 0.0
-    if args.fe_request_ms is not None:
+    if args.fe_request_ms is not None and fw.name == "trtllm":
         per_request = args.fe_request_ms * 1e-3
-    if args.fe_token_us is not None:
+    if args.fe_token_us is not None and fw.name == "trtllm":
         per_token = args.fe_token_us * 1e-6
     return per_request, per_token
 
