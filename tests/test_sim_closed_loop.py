@@ -121,3 +121,11 @@ def test_front_end_shared_or_split(split, ttft_ms, e2e_ms):
     res = simulate(Fixed(), 100, 2, 2, 3, knobs)
     assert res.ttft_s == pytest.approx(ttft_ms * 1e-3)
     assert res.e2e_s == pytest.approx(e2e_ms * 1e-3)
+
+
+def test_warmup_requests_are_not_measured():
+    # 2 clients, overlap, 2 warm-up requests then 2 measured: the warm-up is the first round of
+    # test_two_clients_with_overlap (TTFT 30 ms), the measured ones its second (TTFT 40, E2E 60 ms).
+    res = simulate(Fixed(), 100, 3, 2, 2, Knobs(max_batch=2, max_num_tokens=1000, overlap=True), warmup=2)
+    assert res.ttft_s == pytest.approx(0.040)
+    assert res.e2e_s == pytest.approx(0.060)

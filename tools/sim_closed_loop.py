@@ -205,19 +205,22 @@ class _Sim:
         return m
 
 
-def simulate(prices, isl: int, osl: int, clients: int, requests: int, knobs: Knobs) -> SimResult:
+def simulate(prices, isl: int, osl: int, clients: int, requests: int, knobs: Knobs,
+             warmup: int = 0) -> SimResult:
     """The benchmark's mean TTFT / TPOT / E2E of `requests` requests from `clients` closed-loop clients
-    (module doc). `prices`: decode_s(batch, past), mixed_s(prompt_tokens, decodes, past) and
+    (module doc), after `warmup` unmeasured requests sent first, the measured ones following them
+    without a drain. `prices`: decode_s(batch, past), mixed_s(prompt_tokens, decodes, past) and
     first_token_extra_s (a host term of the request's own prefill, TTFT only)."""
     if not knobs.chunked and isl > knobs.max_num_tokens:
         raise ValueError(f"an unchunked prompt of {isl} tokens never fits a step of {knobs.max_num_tokens}")
-    sim = _Sim(prices, isl, osl, clients, requests, knobs)
+    sim = _Sim(prices, isl, osl, clients, warmup + requests, knobs)
     iterations = sim.run()
     extra = float(getattr(prices, "first_token_extra_s", 0.0))
-    ttft = [f - s + extra for f, s in zip(sim.first, sim.send, strict=True)]
-    e2e = [e - s for e, s in zip(sim.last, sim.send, strict=True)]
+    send, first, last = sim.send[warmup:], sim.first[warmup:], sim.last[warmup:]
+    ttft = [f - s + extra for f, s in zip(first, send, strict=True)]
+    e2e = [e - s for e, s in zip(last, send, strict=True)]
     n = len(ttft)
     mean_ttft, mean_e2e = sum(ttft) / n, sum(e2e) / n
     tpot = (mean_e2e - mean_ttft + extra) / (osl - 1)
-    span = max(sim.last) - min(sim.send)
+    span = max(last) - min(send)
     return SimResult(mean_ttft, tpot, mean_e2e + extra, n / span if span > 0 else 0.0, iterations)

@@ -141,7 +141,7 @@ def simulate_rows(prepared: list[tuple], args) -> list[dict]:
                       slots_short=min(args.slots_short, w - 1) if trt else 0,
                       loop_s_per_prompt=args.loop_prompt_ms * 1e-3 if trt else 0.0,
                       loop_s_per_token=args.loop_token_us * 1e-6 if trt else 0.0)
-        res = simulate(prices, isl, osl, c, args.rounds * c, knobs)
+        res = simulate(prices, isl, osl, c, args.rounds * c, knobs, warmup=args.warmup_rounds * c)
         out.append({"tp": tp, "isl": isl, "osl": osl, "concurrency": c,
                     "ttft_ms": float(r["silicon_ttft_ms"]), "tpot_ms": float(r["silicon_tpot_ms"]),
                     "ttft_pred_ms": res.ttft_s * 1e3, "tpot_pred_ms": res.tpot_s * 1e3,
@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jitter-ms", type=float, default=0.0, help="client send jitter U(0, J) per request")
     ap.add_argument("--split-fe", action="store_true", help="intake and delivery on two front-end servers")
     ap.add_argument("--grid", choices=sorted(GRIDS), default="shared", help="the --fit grid")
+    ap.add_argument("--warmup-rounds", type=int, default=0,
+                    help="unmeasured requests per client sent first, not drained (aiperf: 2)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     everything = {}
