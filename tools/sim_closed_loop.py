@@ -8,7 +8,7 @@ server or of the client explains the measured TTFT of tools/validate_serving.py'
 The benchmark (aiperf `--concurrency C --num-requests N`): C clients start together on an idle server
 (a burst of C prompts); each completion issues the next request while fewer than N were issued; the
 reported TTFT / TPOT are the means over the N requests, TTFT = send -> first token received,
-TPOT = (E2E - TTFT) / (osl - 1).
+TPOT = (E2E - TTFT) / (osl - 1); `warmup` requests sent before them are not measured (and not drained).
 
 The engine (TensorRT-LLM's PyTorch executor; vLLM V1 with `overlap=False`), iteration m:
 - scheduled at host time s_m: with the overlap scheduler the host schedules m while the GPU still runs
@@ -36,8 +36,8 @@ iteration can launch: start_m = max(end_{m-1}, s_m + prompts x loop_s_per_prompt
 m + lag and before the tokens leave); with the overlap scheduler both hide behind the GPU while shorter
 than a step, beyond that they stretch every iteration.
 `client_jitter_s`: a client sends its next request a random U(0, jitter) after its last token (a
-deterministic replay keeps requests that finished together in lock-step forever; a real client and
-network do not).
+deterministic replay keeps requests that finished together in lock-step; jitter spreads them by at
+most its amplitude a round).
 `slots_short`: the engine admits max_batch - slots_short requests (a mechanism under test: one client
 always waiting for a departure).
 NB: a decode step is priced at the mean past of its batch (the attention is linear in the past); a
