@@ -48,3 +48,13 @@ def test_read_rows_keeps_only_the_sets_version(tmp_path):
     rows = validate_serving.read_rows(tmp_path, *spec["match"], spec["version"])
     assert [r["isl"] for r in rows] == ["1024"]  # the held-out set: one version, aggregated serving
     assert len(validate_serving.read_rows(tmp_path, *spec["match"])) == 2  # no version: both agg rows
+
+
+def test_bad_sets_or_data_is_one_error_line(tmp_path):
+    assert validate_serving.bad_args("8b-trtllm,nope", tmp_path) == (
+        "error: --sets: unknown set(s) nope; known: 8b-trtllm, 70b-vllm, 32b-trtllm")
+    no_table = f"error: --data {tmp_path}: no e2e_serving.csv.gz there"
+    assert validate_serving.bad_args("8b-trtllm", tmp_path) == no_table
+    (tmp_path / "e2e_serving.csv.gz").write_bytes(b"")
+    assert validate_serving.bad_args("8b-trtllm,32b-trtllm", tmp_path) is None
+    assert validate_serving.main(["--sets", "nope", "--data", str(tmp_path)]) == 2

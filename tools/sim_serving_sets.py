@@ -35,6 +35,7 @@ from tools.validate_serving import (  # noqa: E402
     DEFAULT_DATA,
     SETS,
     _err,
+    bad_args,
     bench_framework,
     deployments,
     read_rows,
@@ -198,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="unmeasured requests per client sent first, not drained (aiperf: 2)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    problem = bad_args(args.sets, args.data) or (
+        f"error: --rounds {args.rounds}: must be >= 1" if args.rounds < 1 else None)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     everything = {}
     prepared = {name: prepare(name, args.data) for name in args.sets.split(",")}
     if args.fit:

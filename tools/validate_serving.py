@@ -180,6 +180,16 @@ def fit_host(deps: dict[int, tuple], block: int) -> tuple[float | None, float, f
     return best
 
 
+def bad_args(sets: str, data: Path) -> str | None:
+    """The `error:` line for a --sets name not in SETS or a --data folder without the table, else None."""
+    unknown = [n for n in sets.split(",") if n not in SETS]
+    if unknown:
+        return f"error: --sets: unknown set(s) {', '.join(unknown)}; known: {', '.join(SETS)}"
+    if not (data / "e2e_serving.csv.gz").is_file():
+        return f"error: --data {data}: no e2e_serving.csv.gz there"
+    return None
+
+
 def _err(points: list[dict], key: str) -> np.ndarray:
     return np.array([(p[f"{key}_pred_ms"] - p[f"{key}_ms"]) / p[f"{key}_ms"] for p in points])
 
@@ -227,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"requests per client of the benchmark run (default {BENCH_ROUNDS}; 0: the steady state alone)",
     )
     args = ap.parse_args(argv)
+    problem = bad_args(args.sets, args.data) or (
+        f"error: --rounds {args.rounds}: must be >= 0" if args.rounds < 0 else None)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     everything = {}
     for name in args.sets.split(","):
         spec = SETS[name]
