@@ -8,14 +8,15 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
+from estimator import symmath
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
 from estimator.precision import apply_precision
-from estimator.price import Timing, price
-from estimator.tiling import memo, symmath
-from estimator.tiling.plan import alike_signature, plan_kernels
+from estimator.pricing import memo
+from estimator.pricing.plan import alike_signature, plan_kernels
+from estimator.pricing.price import Timing, price
 from hwdesc import HardwareDescriptor
 from passes import DEFAULT_PIPELINE, STRATEGIES, Pipeline, pipeline_for
 
@@ -57,7 +58,7 @@ class Result:
 def sum_by_signature(items: list[tuple[Hashable, Expr]]) -> Expr:
     """Sum expressions, adding each distinct one once with its multiplicity (identical layers make
     this tens of terms instead of thousands: a naive sympy sum over 1,800 nodes takes seconds); over
-    many unknown dims, a flat sum (tiling/symmath.sym_sum)."""
+    many unknown dims, a flat sum (symmath.sym_sum)."""
     counts: Counter[Hashable] = Counter()
     exprs: dict[Hashable, Expr] = {}
     for sig, expr in items:
@@ -91,13 +92,13 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
     `tiling`: give every kernel a tile plan on `hw` (estimator/tiling) and price it at tile level, with
     L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
     L2 when they fit. Without
-    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/price.py.
+    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/pricing/price.py.
     `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a compiled kernel for that node's GEMM).
     `framework` (trtllm, vllm, sglang; None: plain NCCL) and `comm_graphed` (inside a CUDA graph) say how
-    collective kernels are priced (estimator/serve/collectives.py)."""
+    collective kernels are priced (estimator/pricing/collectives.py)."""
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
-    with cyclic_gc_paused(), symmath.flat_symbolic(len(set(free) - set(dims))):  # flat: see tiling/symmath
+    with cyclic_gc_paused(), symmath.flat_symbolic(len(set(free) - set(dims))):  # flat: see symmath
         return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
                          warm_inputs, kernel_sass, framework, comm_graphed)
 

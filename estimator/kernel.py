@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 
 import estimator.cost  # noqa: F401  (registers every cost function)
+from estimator import symmath
 from estimator.cost.registry import CostError, OpView, Work, lookup
 from estimator.dtypes import DtypeError
 from estimator.fused import fused_work
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import CONTROL_FLOW, kind_of
-from estimator.tiling import symmath
 from passes.graph_edit import is_fused, members
 
 
@@ -102,14 +102,14 @@ class CostCache:
         sig_id = self._ids.setdefault(sig, len(self._ids))
         hit = self._cache.get(sig)
         if hit is None:
-            # many unknown dims (tiling/symmath.flat): nodes alike up to a renaming of their dims share one
+            # many unknown dims (symmath.flat): nodes alike up to a renaming of their dims share one
             hit = symmath.renamed(self._alike, sig, lambda: self._price(view)) if symmath.flat() else None
             hit = hit if hit is not None else self._price(view)
             self._cache[sig] = hit
         return sig_id, hit
 
     def full_signature(self, sig_id: int) -> Hashable:
-        """The signature behind an id of `work` (a key valid across graphs, see estimator/tiling/memo.py)."""
+        """The signature behind an id of `work` (a key valid across graphs, see estimator/pricing/memo.py)."""
         if len(self._by_id) != len(self._ids):
             self._by_id = {i: sig for sig, i in self._ids.items()}
         return self._by_id[sig_id]

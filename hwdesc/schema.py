@@ -42,22 +42,22 @@ TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "at
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
 # reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
-# Optional: attention's own L2 fraction (estimator/tiling/attention.py l2_fraction); absent means `l2`.
-# Optional: the GEMM output path and block scales (estimator/tiling/gemm.py): the share of an SM's L2
+# Optional: attention's own L2 fraction (estimator/pricing/attention.py l2_fraction); absent means `l2`.
+# Optional: the GEMM output path and block scales (estimator/pricing/gemm.py): the share of an SM's L2
 # bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the
 # SM's fp32 CUDA-core rate a block-scaled GEMM's promotion reaches (Hopper); absent: no such term.
 GEMM_STORE_FRACTIONS = ("epilogue_store", "dram_store", "block_scale")
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE_TENSOR_FRACTIONS,
                   *GEMM_STORE_FRACTIONS)
 # Optional: instructions per 8-bit K/V element a CUDA-core decode kernel spends widening it
-# (estimator/tiling/attention.py DEQUANT_OPS, its count, where absent).
+# (estimator/pricing/attention.py DEQUANT_OPS, its count, where absent).
 TILE_COUNTS = ("attention_dequant_ops",)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
-# (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/tiling/gemm.py): a k-step's cost per padded row
+# (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/pricing/gemm.py): a k-step's cost per padded row
 # of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks
 # (seconds), and the share of the DRAM bandwidth its C stores reach; absent: 0, 0 and dram_store's; and
-# a round of the 1 x block quantization kernel's grid-stride loop (menu `block_quant`, tiling/quant.py).
+# a round of the 1 x block quantization kernel's grid-stride loop (menu `block_quant`, pricing/quant.py).
 BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s", "block_quant_round_s")
 BLOCK_KERNEL_FRACTIONS = ("block_scale_store",)
 BLOCK_KERNEL_KEYS = (*BLOCK_KERNEL_SECONDS, *BLOCK_KERNEL_FRACTIONS)
@@ -112,7 +112,7 @@ class HardwareDescriptor:
     low_confidence: frozenset[str]  # dotted figure keys marked `confidence: low`
     path: str
     l2_bytes_per_s: float | None = None  # peak L2 read bandwidth; None where the file gives none
-    # a two-die L2 (B200/GB200/B300): partitions and the link between them (estimator/tiling/l2.py)
+    # a two-die L2 (B200/GB200/B300): partitions and the link between them (estimator/pricing/l2.py)
     l2_partitions: int | None = None
     l2_cross_partition_bytes_per_s: float | None = None
     # class -> {"roofline": fraction, "op_overhead_s": seconds (absent: 0)}; empty where the file gives none

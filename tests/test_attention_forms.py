@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
-from estimator.tiling.plan import DECODE_MAX_Q, is_decode
+from estimator.pricing.plan import DECODE_MAX_Q, is_decode
 from models import build as build_model
 from passes import STRATEGIES
 

@@ -1,4 +1,4 @@
-"""The attention tile model's mechanisms (estimator/tiling/attention.py) against hand arithmetic: the
+"""The attention tile model's mechanisms (estimator/pricing/attention.py) against hand arithmetic: the
 online softmax's O rescale, the SFU and FP32 pipes side by side, whole KV pages, CTAs per KV head past
 a decode kernel's max group, the later waves' CTA cost under the K/V stream, and the L2 figure."""
 
@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 import hwdesc
-from estimator.tiling import attention as attn_model
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling.menu import menu_for, parse
+from estimator.pricing import attention as attn_model
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing.menu import menu_for, parse
 
 HOPPER = menu_for("hopper")
 # Round figures: 100 SMs, no fixed costs, every efficiency 1 unless a test says otherwise.

@@ -1,6 +1,6 @@
 """Blackwell mechanisms in the tile model, against hand arithmetic: TMEM columns bounding tiles and CTAs,
 2-CTA tcgen05 tiles, the persistent (stream-K) scheduler, the two-partition L2, and sm_100 vs sm_120
-menus kept apart (hwdesc/tiles/blackwell.yaml, blackwell-rtx.yaml; estimator/tiling/)."""
+menus kept apart (hwdesc/tiles/blackwell.yaml, blackwell-rtx.yaml; estimator/pricing/)."""
 
 import math
 from dataclasses import replace
@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 
 import hwdesc
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling import tmem as tmem_model
-from estimator.tiling.l2 import effective_l2_bytes_per_s
-from estimator.tiling.menu import GemmTile, menu_for, parse
-from estimator.tiling.plan import hw_params
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing import tmem as tmem_model
+from estimator.pricing.l2 import effective_l2_bytes_per_s
+from estimator.pricing.menu import GemmTile, menu_for, parse
+from estimator.pricing.plan import hw_params
 from hwdesc import HwdescError
 
 BW = menu_for("blackwell")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hwdesc
-from estimator.tiling.menu import menu_for
+from estimator.pricing.menu import menu_for
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))

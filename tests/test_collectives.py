@@ -1,4 +1,4 @@
-"""The collective model (estimator/serve/collectives.py) on a made-up interconnect with round constants,
+"""The collective model (estimator/pricing/collectives.py) on a made-up interconnect with round constants,
 so every expected time is worked out by hand beside it; then the cost functions, price() and the CLI."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import hwdesc
 from costutil import cost, op
 from estimator.cost.collective import CollectiveNodeError
-from estimator.serve import collectives as coll
+from estimator.pricing import collectives as coll
 from hwdesc.interconnect import CollectiveConstants, Interconnect, Line
 
 MiB = 2**20

@@ -1,5 +1,5 @@
-"""TensorRT-LLM's decode launch rule (estimator/tiling/decode_launch.py) against hand arithmetic, and its
-use by the decode candidates (estimator/tiling/attention.py): the library's KV split, the XQA-or-MMHA
+"""TensorRT-LLM's decode launch rule (estimator/pricing/decode_launch.py) against hand arithmetic, and its
+use by the decode candidates (estimator/pricing/attention.py): the library's KV split, the XQA-or-MMHA
 fallback for a 16-bit cache, and the combine's cost per split."""
 
 from dataclasses import replace
@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 import hwdesc
-from estimator.tiling import attention as attn_model
-from estimator.tiling import decode_launch
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling.menu import menu_for, parse
+from estimator.pricing import attention as attn_model
+from estimator.pricing import decode_launch
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing.menu import menu_for, parse
 
 HOPPER = menu_for("hopper")
 RULE = HOPPER.decode_launch

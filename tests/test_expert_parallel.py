@@ -10,7 +10,7 @@ import pytest
 import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.hf_config import build_graph
-from estimator.serve.collectives import collective_cost
+from estimator.pricing.collectives import collective_cost
 from models.decoder_config import DecoderConfig, MlaSpec, MoeSpec, shard_experts
 from passes import pipeline_for
 from passes.shard_tp import ShardError, shard_tp

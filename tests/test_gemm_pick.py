@@ -1,4 +1,4 @@
-"""The block-scaled GEMM as the library runs it on Hopper (estimator/tiling/pick.py, gemm._edge): the tile
+"""The block-scaled GEMM as the library runs it on Hopper (estimator/pricing/pick.py, gemm._edge): the tile
 DeepGEMM's get_best_gemm_config sets from the shape (hwdesc/tiles/hopper.yaml `block_scaled`), and the
 k-step cost of a partial M tile, against hand arithmetic."""
 
@@ -9,10 +9,10 @@ from onnx import TensorProto, helper
 import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing import pick, quant
+from estimator.pricing.menu import GemmTile, menu_for, parse
 from estimator.study.sweep import Sweeper
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling import pick, quant
-from estimator.tiling.menu import GemmTile, menu_for, parse
 from hwdesc import HwdescError
 from passes import DEFAULT_STRATEGY, pipeline_for
 

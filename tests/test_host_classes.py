@@ -14,7 +14,7 @@ from estimator.cost.registry import Work
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.kernel import lower
-from estimator.price import price
+from estimator.pricing.price import price
 from estimator.truth import host, host_bench, host_classes, ort_runner
 from estimator.truth.host_classes import ClassFit, calibration_model, class_of, fit
 from hwdesc import HwdescError

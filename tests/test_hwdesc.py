@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import hwdesc
-from estimator.tiling.menu import menu_for
+from estimator.pricing.menu import menu_for
 from hwdesc import HardwareDescriptor, HwdescError
 from hwdesc.schema import BLOCK_KERNEL_KEYS, TILE_EFFICIENCY_KEYS
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import hwdesc
-from estimator.serve import collectives as coll
+from estimator.pricing import collectives as coll
 from hwdesc import HwdescError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))

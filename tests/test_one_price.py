@@ -1,5 +1,5 @@
 """One price per kernel whatever the path: a sweep point equals --dim at that point (the tile model on
-arrays, estimator/tiling/points.py); the closed form says which kernels it approximates; `ort` on a
+arrays, estimator/pricing/points.py); the closed form says which kernels it approximates; `ort` on a
 CPU descriptor follows onnxruntime's CPU provider (no flash attention)."""
 
 import json
@@ -13,13 +13,13 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing.menu import menu_for
+from estimator.pricing.plan import hw_params
+from estimator.pricing.points import select
 from estimator.study.closed_form import closed_form
 from estimator.study.crossover_points import point_crossovers
 from estimator.study.sweep import Compiled, Sweeper
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling.menu import menu_for
-from estimator.tiling.plan import hw_params
-from estimator.tiling.points import select
 from models import build as build_model
 from onnxutil import matmul_model
 from passes import STRATEGIES, pipeline_for

@@ -9,7 +9,7 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
-from estimator.price import dominant, price
+from estimator.pricing.price import dominant, price
 from onnxutil import matmul_model
 
 

@@ -70,7 +70,7 @@ def test_nvfp4_quantize_writes_values_and_block_scales():
 
 
 def test_fp8_gemms_run_at_their_own_tensor_efficiency():
-    from estimator.tiling.plan import unit_efficiency
+    from estimator.pricing.plan import unit_efficiency
 
     h100 = hwdesc.load("h100-sxm")
     assert unit_efficiency(h100, ("tensor", "fp8e4m3")) == h100.efficiency["tensor_fp8"]
@@ -78,9 +78,9 @@ def test_fp8_gemms_run_at_their_own_tensor_efficiency():
     assert unit_efficiency(h100, ("cuda", "fp32")) == h100.efficiency["cuda"]
     # a compute-bound fp8 GEMM: each k-step's MMA time is 2 * rows * cols * tile_k / (peak/SM * eff), so
     # the same tile at tensor_fp8 instead of tensor takes tensor / tensor_fp8 as long
-    from estimator.tiling import gemm as gemm_model
-    from estimator.tiling.menu import menu_for
-    from estimator.tiling.plan import hw_params
+    from estimator.pricing import gemm as gemm_model
+    from estimator.pricing.menu import menu_for
+    from estimator.pricing.plan import hw_params
 
     menu, hwp = menu_for("hopper"), hw_params(h100)
     # without the epilogue's C store (the same time at either efficiency) the ratio is the MMA's alone

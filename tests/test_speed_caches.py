@@ -1,5 +1,5 @@
 """The estimator's speed caches change no number: the attention model's single-candidate repricing, the
-cross-call memo of plans and Timings (estimator/tiling/memo.py), the kept topological order of a Graph,
+cross-call memo of plans and Timings (estimator/pricing/memo.py), the kept topological order of a Graph,
 the RoPE tables computed once (models/llama.py)."""
 
 from dataclasses import replace
@@ -14,10 +14,10 @@ from estimator import ir
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
-from estimator.tiling import attention as attn_model
-from estimator.tiling import memo
-from estimator.tiling.menu import menu_for
-from estimator.tiling.plan import hw_params
+from estimator.pricing import attention as attn_model
+from estimator.pricing import memo
+from estimator.pricing.menu import menu_for
+from estimator.pricing.plan import hw_params
 from models import llama
 
 H100 = hwdesc.load("h100-sxm")

@@ -156,7 +156,7 @@ def test_cli_sweep_json_matches_cli_dim_json(capsys):
     point = next(p for p in doc["points"] if p["arch"] == "b200" and p["dims"]["seq"] == 200)
     assert point["dims"] == {"batch": 1, "seq": 200}
     assert set(point) >= {"total", "limiter", "by_limiter", "by_kind", "by_scope"}
-    # sweeps price every point by the tile model, as --dim does (estimator/tiling/points.py)
+    # sweeps price every point by the tile model, as --dim does (estimator/pricing/points.py)
     code, out, _ = cli(capsys, "--model", "llama-tiny", "--dim", "seq=200", "--arch", "b200", "--json")
     ref = json.loads(out)
     for key in ("bound_s", "estimate_s", "flops", "dram_bytes", "kernels"):

@@ -1,4 +1,4 @@
-"""tiling/symmath.py's flat mode: Max/Min/ceiling/floor over many unknown dims built without sympy's
+"""symmath.py's flat mode: Max/Min/ceiling/floor over many unknown dims built without sympy's
 pairwise simplification, with the same value at every point (issue 11: pricing that cannot blow up)."""
 
 import sys
@@ -8,9 +8,9 @@ import pytest
 import sympy
 
 import hwdesc
+from estimator import symmath as sm
 from estimator.estimate import estimate
-from estimator.price import provably_greater
-from estimator.tiling import symmath as sm
+from estimator.pricing.price import provably_greater
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import bench_unknown_dims  # noqa: E402
@@ -124,7 +124,7 @@ def test_rebuilt_rounding_functions_equal_sympys():
 
 
 def test_flat_and_full_pricing_never_share_a_remembered_timing(monkeypatch):
-    # the cross-call memo (tiling/memo.py) keys on flat(): the same kernels priced flat and not are built
+    # the cross-call memo (pricing/memo.py) keys on flat(): the same kernels priced flat and not are built
     # in different forms, and a full pricing must not be handed a flat one
     graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(1, named=False), infer=False,
                                      unify=False)

@@ -10,12 +10,12 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
+from estimator.pricing import attention as attn_model
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing.menu import GemmTile, menu_for
+from estimator.pricing.plan import hw_params, operand_bytes, tiling_supported
+from estimator.pricing.residency import stack_hits
 from estimator.report.table import to_json, to_table
-from estimator.tiling import attention as attn_model
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling.menu import GemmTile, menu_for
-from estimator.tiling.plan import hw_params, operand_bytes, tiling_supported
-from estimator.tiling.residency import stack_hits
 from onnxutil import matmul_model
 
 H100 = hwdesc.load("h100-sxm")

@@ -1,4 +1,4 @@
-"""The GEMM tile model's wave, output and block-scale mechanisms (estimator/tiling/gemm.py) against hand
+"""The GEMM tile model's wave, output and block-scale mechanisms (estimator/pricing/gemm.py) against hand
 arithmetic: the last wave spread breadth-first over the SMs, per-wave DRAM re-reads of a long-K GEMM,
 the epilogue's C-tile store after the mainloop, C stored at `dram_store`, and the block-scaled fp8 GEMM
 (no split-K, a promotion per 128-K block on Hopper) read off a block-wise QuantizeLinear."""
@@ -13,9 +13,9 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.kernel import CostCache, lower
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling.menu import GemmTile, menu_for
-from estimator.tiling.problem import gemm_of_kernel
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing.menu import GemmTile, menu_for
+from estimator.pricing.problem import gemm_of_kernel
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for
 
 H100 = hwdesc.load("h100-sxm")

@@ -4,7 +4,7 @@ time of a many-point sweep (median of --runs), per GPU.
 
 Targets: a 10,000-point sweep of llama-3-8b evaluates in <= 0.2 s after the build on the roofline
 estimate (issue 6, `--roofline`), and in <= 0.5 s through the tile model (issue 12, the default: every
-point priced as --dim prices it, estimator/tiling/points.py).
+point priced as --dim prices it, estimator/pricing/points.py).
 
     python tools/bench_sweep.py [--model llama-3-8b] [--dim seq] [--points 10000] [--runs 7]
                                 [--arch h100-sxm,b200] [--precision bf16] [--roofline]

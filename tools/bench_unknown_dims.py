@@ -12,7 +12,7 @@ residual, Softmax, Mul: 9 nodes a block), --nodes in all. Three variants of the 
   The ONNX frontend then merges the dims its ops prove equal (estimator/frontends/unify_dims.py), as
   every `estimate` run does;
 - apart:   the unknown graph with that merge off (to_graph(unify=False)): every dim stays its own, the
-  flat-symbolic pricing path (tiling/symmath.py) of dims no rule can prove equal.
+  flat-symbolic pricing path (symmath.py) of dims no rule can prove equal.
 
 Each variant is built into the IR once and priced with the CLI's defaults (tensorrt fusion, tile plans)
 in this process; the figure is the median of --runs pricing times in CPU seconds of this process
@@ -100,7 +100,7 @@ def to_ir(model: onnx.ModelProto, infer: bool, unify: bool = True):
 def price_time(graph, hw, dims: dict[str, int], runs: int) -> tuple[float, float, int, int]:
     """(median seconds, first run's seconds, kernels, free symbols left) of estimate() with the CLI's
     defaults. The first run prices every kernel; later ones find the plans and Timings of its kernels in
-    the process's memo (estimator/tiling/memo.py), as a sweep or a second graph of the same model does."""
+    the process's memo (estimator/pricing/memo.py), as a sweep or a second graph of the same model does."""
     from estimator.estimate import estimate
     from passes import DEFAULT_STRATEGY, pipeline_for
 

@@ -39,8 +39,8 @@ and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fit
 tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
 `block_scale_oob_s` (a k-step's cost per padded row of its partial M tile, per CTA on it),
 `block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
-`block_scale_store` (the DRAM share its C stores reach), estimator/tiling/gemm.py, and the 1 x 128
-quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/tiling/quant.py).
+`block_scale_store` (the DRAM share its C stores reach), estimator/pricing/gemm.py, and the 1 x 128
+quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/pricing/quant.py).
 When every key named is a block_ one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
@@ -72,12 +72,12 @@ import hwdesc  # noqa: E402
 from estimator.frontends.onnx_import import import_model  # noqa: E402
 from estimator.ir import dim  # noqa: E402
 from estimator.kernel import CostCache, lower  # noqa: E402
-from estimator.tiling import attention as attn_model  # noqa: E402
-from estimator.tiling import gemm as gemm_model  # noqa: E402
-from estimator.tiling import plan as tplan  # noqa: E402
-from estimator.tiling.menu import menu_for  # noqa: E402
-from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel  # noqa: E402
-from estimator.tiling.residency import boundary, resident_bytes, stack_hits  # noqa: E402
+from estimator.pricing import attention as attn_model  # noqa: E402
+from estimator.pricing import gemm as gemm_model  # noqa: E402
+from estimator.pricing import plan as tplan  # noqa: E402
+from estimator.pricing.menu import menu_for  # noqa: E402
+from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel  # noqa: E402
+from estimator.pricing.residency import boundary, resident_bytes, stack_hits  # noqa: E402
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
@@ -86,7 +86,7 @@ GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s",
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s",
                   "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops")
-# read by decode kernels only (estimator/tiling/attention.py decode, combine_s)
+# read by decode kernels only (estimator/pricing/attention.py decode, combine_s)
 DECODE_KEYS = ("attention_decode_s", "attention_decode_cta_s", "attention_split_s", "attention_decode_row_s",
                "attention_split_each_s", "attention_dequant_ops")
 FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",

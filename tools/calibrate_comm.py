@@ -1,6 +1,6 @@
 """Fit the collective model's constants on the H100 tables and print the fit; `--write` puts them into
 every descriptor's `interconnect.collectives` and the framework overheads into
-estimator/serve/custom_allreduce.yaml.
+estimator/pricing/custom_allreduce.yaml.
 
     python tools/calibrate_comm.py [--data ../shared/calibration/h100_sxm] [--write]
 
@@ -8,7 +8,7 @@ Tables (serving.md section 0): nccl.csv.gz (nccl-tests, no CUDA graph: 4 ops x {
 GPUs x 21 sizes; `message_elements` is the total buffer) and custom_allreduce.csv.gz (bf16 custom
 all-reduce of TensorRT-LLM, vLLM and SGLang, graph and eager, 2/4/8 GPUs, 23 sizes).
 
-The model is estimator/serve/collectives.py's; here it is evaluated on numpy arrays (`nccl_times`,
+The model is estimator/pricing/collectives.py's; here it is evaluated on numpy arrays (`nccl_times`,
 `custom_times`), and tools/validate_kernels.py checks the written constants through the estimator itself.
 Stages, each a Nelder-Mead search (tools/calibrate.py's) in log space for times and efficiencies,
 minimizing the sum over group sizes of the median plus the 90th percentile of |est - meas| / meas:
@@ -43,7 +43,7 @@ import comm_constants  # noqa: E402
 from calibrate import nelder_mead  # noqa: E402
 
 import hwdesc  # noqa: E402
-from estimator.serve import collectives  # noqa: E402
+from estimator.pricing import collectives  # noqa: E402
 from hwdesc.interconnect import EFFICIENCY_GROUPS, PROTOCOLS  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"

@@ -9,7 +9,7 @@ an N-way expert-parallel group: E / N experts and k / N of each token's routes (
 N, models.decoder_config.shard_experts), with the dispatch and combine all-to-all around each MoE
 layer's grouped GEMMs (com.microsoft AllToAll nodes, group_size N, models/decoder_moe.py; their shapes
 through onnxruntime's inference by estimator/frontends/collective_shapes.py), priced by the collective
-model (estimator/serve/collectives.py) like any collective kernel. Each GPU holds its own tokens there
+model (estimator/pricing/collectives.py) like any collective kernel. Each GPU holds its own tokens there
 (attention data-parallel); with --tp the tokens are replicated and passes/shard_moe.py turns the pair
 into one all-reduce. N must divide E and top-k (one `error:` line otherwise). `ep_decisions` lists
 what was done, for --explain and the JSON "parallel" key.

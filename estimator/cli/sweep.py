@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
 
         def build(extra, hw=hw):
             # The tile model, as --dim prices: sweep points are priced per point by it
-            # (estimator/tiling/points.py); --roofline turns it off here too.
+            # (estimator/pricing/points.py); --roofline turns it off here too.
             return estimate(graph, hw, precision=args.precision, dims={**bound, **extra},
                             pipeline=pipeline_of(args, hw.family), strict=args.strict,
                             tiling=not getattr(args, "roofline", False),

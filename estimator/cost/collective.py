@@ -5,7 +5,7 @@ Counting rule: no FLOPs (NB: a reduction's adds are hidden under the link time);
 read once and the output written once, the output's size from the collective's semantics (the input's;
 all-gather group_size times it, reduce-scatter 1/group_size of it), so an output shape that shape
 inference left unknown (onnxruntime's contrib ops) does not matter. The Work carries the message
-(`Comm`) that estimator/price.py hands to the collective model (estimator/serve/collectives.py):
+(`Comm`) that estimator/pricing/price.py hands to the collective model (estimator/pricing/collectives.py):
 - AllReduce, AllToAll, ReduceScatter: the input's bytes;
 - AllGather (attribute `axis`): the gathered output's bytes (the input's times group_size);
 - Send (attribute `peer_stage`): the input's bytes, between two GPUs.

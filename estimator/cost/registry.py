@@ -16,7 +16,7 @@ from typing import Any
 import sympy
 
 from estimator.ir import Expr, Node, Tensor
-from estimator.tiling.symmath import sym_sum
+from estimator.symmath import sym_sum
 
 ZERO = sympy.Integer(0)
 
@@ -62,7 +62,7 @@ class Work:
         object.__setattr__(self, "bytes_read", sympy.sympify(self.bytes_read))
         object.__setattr__(self, "bytes_written", sympy.sympify(self.bytes_written))
 
-    @cached_property  # a frozen value: each sum built once (flat over many unknown dims: tiling/symmath)
+    @cached_property  # a frozen value: each sum built once (flat over many unknown dims: symmath)
     def dram_bytes(self) -> Expr:
         return sym_sum((self.bytes_read, self.bytes_written))
 

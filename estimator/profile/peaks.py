@@ -131,7 +131,7 @@ def _sass_cuda_s(c, hw) -> float | None:
 
 def _work_s(work, hw) -> tuple[float | None, float | None]:
     """(tensor-peak seconds, CUDA-core-peak seconds) of the estimator's Work (numbers only)."""
-    from estimator.price import unit_peak
+    from estimator.pricing.price import unit_peak
 
     tensor = cuda = 0.0
     for (unit, dtype), flops in work.flops.items():

@@ -97,7 +97,7 @@ def _per_s(v: float, _pos=None) -> str:
 
 def _roofs(result: Result) -> dict[str, float]:
     """label -> peak FLOP/s of each (unit, dtype) the kernels run their FLOPs on."""
-    from estimator.price import unit_peak
+    from estimator.pricing.price import unit_peak
 
     seen: dict[str, float] = {}
     for p in result.kernels:

@@ -95,7 +95,7 @@ def _shapes(m: int, n: int, rows: int, cols: int) -> list[tuple[str, int, int]]:
 
 @recommender("tile-quantization")
 def tile_quantization(ctx: Context) -> list[Recommendation]:
-    from estimator.tiling.problem import gemm_of_kernel
+    from estimator.pricing.problem import gemm_of_kernel
 
     out = []
     for ps in distinct(ctx.base):
@@ -147,10 +147,10 @@ def _fmt(v: float) -> str:
 def split_kv(ctx: Context) -> list[Recommendation]:
     from dataclasses import replace
 
-    from estimator.price import price
-    from estimator.tiling.menu import menu_for
-    from estimator.tiling.plan import hw_params, plan_kernel
-    from estimator.tiling.residency import Residency
+    from estimator.pricing.menu import menu_for
+    from estimator.pricing.plan import hw_params, plan_kernel
+    from estimator.pricing.price import price
+    from estimator.pricing.residency import Residency
 
     menu = menu_for(ctx.hw.family)
     if menu is None:

@@ -10,8 +10,8 @@ import sympy
 
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.ir import Expr
-from estimator.price import unit_peak
-from estimator.tiling.symmath import flat_symbolic, rounded
+from estimator.pricing.price import unit_peak
+from estimator.symmath import flat_symbolic, rounded
 
 
 def jsonable(expr: Expr) -> int | float | str:
@@ -52,7 +52,7 @@ def _num(e: Expr) -> float:
 
 
 def _flat_report(fn):
-    """Print a Result in its estimate's flat mode (tiling/symmath.py) when it has many unbound dims."""
+    """Print a Result in its estimate's flat mode (symmath.py) when it has many unbound dims."""
     @functools.wraps(fn)
     def in_mode(result: Result, *args, **kwargs):
         with flat_symbolic(sum(v is None for v in result.dims.values())):

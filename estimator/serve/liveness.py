@@ -24,7 +24,7 @@ import sympy
 
 from estimator.ir import Expr, Graph
 from estimator.kernel import Kernel
-from estimator.price import provably_greater
+from estimator.pricing.price import provably_greater
 
 
 @dataclass(frozen=True)

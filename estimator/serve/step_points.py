@@ -1,7 +1,7 @@
 """A serving step priced at arrays of points: every (batch, past_seq) a serving sweep asks of the decode
 step, in one numpy pass, each point priced as `--dim batch=B --dim past_seq=P` prices it.
 
-Mechanism (the sweep's, estimator/study/sweep.py + estimator/tiling/points.py, without the symbolic
+Mechanism (the sweep's, estimator/study/sweep.py + estimator/pricing/points.py, without the symbolic
 pricing it starts from):
 - the step's graphs (the folded 1- and 2-layer variants, estimator/serve/steps.py) are lowered once
   with the dims free by the same passes `estimate()` runs (estimate.lowered_graph); where some points
@@ -12,7 +12,7 @@ pricing it starts from):
   batch, not once per past length):
     GEMM and attention: the tile model on arrays (points.KernelPricer: every menu candidate, each point
       takes the candidate plan._best would);
-    collectives: estimator.price.price at each distinct message size (the collective model itself);
+    collectives: estimator.pricing.price.price at each distinct message size (the collective model itself);
     every other kernel: the streaming model (plan.stream_time) on arrays;
   each composed as price._tiled composes a plan: estimate = max(plan estimate, roofline bound), plus the
   descriptor's op overhead.
@@ -32,10 +32,10 @@ import sympy
 
 from estimator.estimate import lowered_graph
 from estimator.ir import Graph
-from estimator.price import peak_times, price
-from estimator.tiling.menu import menu_for
-from estimator.tiling.plan import hw_params, stream_time
-from estimator.tiling.points import KernelPricer, Lambdas, PointPrice, finish, price_gemms
+from estimator.pricing.menu import menu_for
+from estimator.pricing.plan import hw_params, stream_time
+from estimator.pricing.points import KernelPricer, Lambdas, PointPrice, finish, price_gemms
+from estimator.pricing.price import peak_times, price
 from hwdesc import HardwareDescriptor
 
 
@@ -67,7 +67,7 @@ class _Gemm:
     """A tiled GEMM kernel at its distinct points, waiting to be priced with the others (price_gemms)."""
 
     unit: _Unit
-    problem: Any  # estimator.tiling.gemm.Gemm on arrays
+    problem: Any  # estimator.pricing.gemm.Gemm on arrays
     m: int
     mask: np.ndarray  # the evaluate() points of its build
     inverse: np.ndarray  # those points -> its distinct points

@@ -38,11 +38,11 @@ import sympy
 from estimator.estimate import Result, estimate, group_totals, lowered_graph, weight_bytes
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import Expr, Graph, bind, dim
+from estimator.pricing.plan import tiling_supported
 from estimator.serve.frameworks import Framework
 from estimator.serve.liveness import Liveness, liveness
 from estimator.serve.memory import kv_bytes_per_token
 from estimator.serve.step_points import StepPoints
-from estimator.tiling.plan import tiling_supported
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
 from passes.shard_tp import shard_tp

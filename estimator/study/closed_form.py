@@ -1,10 +1,10 @@
 """How exact a closed form is: the free-dim totals against the tile model priced point by point.
 
 A kernel whose dims are free keeps, in its formula, the tile the model chose as if every free dim were
-SYMBOLIC_DIM_VALUE (estimator/tiling/plan.py); elsewhere a library runs another tile (or split, or the
+SYMBOLIC_DIM_VALUE (estimator/pricing/plan.py); elsewhere a library runs another tile (or split, or the
 decode kernel), so the formula is exact only on that tile's regime. This module evaluates, at the ends
 of a range of the free dims (every combination of their low and high ends), each tile-planned kernel's
-formula and its per-point price (estimator/tiling/points.py, what `--dim` and `--sweep` give) and
+formula and its per-point price (estimator/pricing/points.py, what `--dim` and `--sweep` give) and
 reports the kernels whose formula is off by more than EXACT_REL, with the relative error at each end,
 and the total's. A sweep is always priced point by point; only the printed formulas approximate.
 

@@ -38,7 +38,7 @@ import sympy
 from estimator.estimate import Result
 from estimator.ir import Expr, dim
 from estimator.kernel import Kernel
-from estimator.price import Timing
+from estimator.pricing.price import Timing
 
 HI = float(2**31)  # dims are int32 on every runtime: no crossover beyond
 LO = 1.0  # dims are positive integers

@@ -1,5 +1,5 @@
 """Crossovers on the tile model itself: where, along one free dim, the per-point price (the one `--dim`
-and `--sweep` give, estimator/tiling/points.py) changes regime.
+and `--sweep` give, estimator/pricing/points.py) changes regime.
 
 The symbolic solver of estimator/study/crossover.py reads each kernel's formula, which keeps the tile
 chosen at one size (SYMBOLIC_DIM_VALUE); with tile plans that formula is not the price away from that

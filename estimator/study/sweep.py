@@ -25,8 +25,8 @@ import sympy
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
+from estimator.pricing.points import finish, point_pricers
 from estimator.study.crossover import groups
-from estimator.tiling.points import finish, point_pricers
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
 
@@ -191,7 +191,7 @@ class Compiled:
         self.width = len(_FIELDS) + len(self.limiters)
         self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
         self.counts = np.array([g.count for g in self.groups], dtype=float)
-        # Tile-planned kernels are priced per point by the tile model itself (estimator/tiling/points.py):
+        # Tile-planned kernels are priced per point by the tile model itself (estimator/pricing/points.py):
         # their symbolic formula holds the tile chosen at one size only.
         self._pricers = point_pricers(result, self.free, [g.kernel for g in self.groups])
         self._masks = {attr: self._group_masks(attr) for attr in ("kind", "scope")}

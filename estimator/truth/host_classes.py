@@ -35,7 +35,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from estimator.frontends.onnx_import import import_model
 from estimator.kernel import lower
-from estimator.price import price
+from estimator.pricing.price import price
 from estimator.truth import ort_runner
 
 FLOAT = TensorProto.FLOAT

@@ -1,14 +1,14 @@
 """The tile model over arrays of points: one kernel's tile-level estimate at every point of a sweep,
-each point priced exactly as `--dim` prices it (estimator/tiling/plan.py on bound dims).
+each point priced exactly as `--dim` prices it (estimator/pricing/plan.py on bound dims).
 
 A kernel whose dims are free keeps, in its symbolic plan, the tile chosen as if every free dim were
 `SYMBOLIC_DIM_VALUE`; that formula is exact only where that tile stays the best. Here the kernel's
 problem (GEMM M, N, K, batch, DRAM bytes; attention batch, heads, lengths) is evaluated on numpy arrays
 of the dim values, every candidate of the family's menu is priced on the arrays (the same functions of
-estimator/tiling/gemm.py and attention.py, elementwise), and each point takes its own best candidate by
+estimator/pricing/gemm.py and attention.py, elementwise), and each point takes its own best candidate by
 the same rule as `plan._best` (fastest rounded to 1e-15 s, ties to the least padded MMA work, then to
 the first listed). Attention picks decode or prefill per point by the same shape rule (`is_decode`).
-The estimate is then composed as estimator/price.py's `_tiled` does: the plan's estimate, never below
+The estimate is then composed as estimator/pricing/price.py's `_tiled` does: the plan's estimate, never below
 the bound, plus the descriptor's op overhead.
 
 NB: residency (--warm-inputs) is not modelled here; kernels priced with L2-resident reads, and
@@ -25,11 +25,11 @@ import numpy as np
 import sympy
 
 from estimator.ir import Graph, dim
-from estimator.tiling import attention as attn_model
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling import plan as tp
-from estimator.tiling.menu import menu_for
-from estimator.tiling.problem import attention_of_kernel, gemm_of_kernel
+from estimator.pricing import attention as attn_model
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing import plan as tp
+from estimator.pricing.menu import menu_for
+from estimator.pricing.problem import attention_of_kernel, gemm_of_kernel
 from hwdesc import HardwareDescriptor
 
 ROUND_S = 15  # plan._best compares times rounded to 1e-15 s

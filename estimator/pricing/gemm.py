@@ -26,7 +26,7 @@ For a CTA tile (tile_m x tile_n, k step `k_bytes` of operand per row) and a spli
 
 Blackwell (sm_100, hwdesc/tiles/blackwell.yaml) adds three mechanisms, all data in its menu: tiles over
 a CTA pair (`sms: 2`, 2-CTA tcgen05 with M = 256: each SM holds half of A and of the accumulator, the
-pair is one slot); TMEM columns bounding a tile and its co-resident CTAs (estimator/tiling/tmem.py);
+pair is one slot); TMEM columns bounding a tile and its co-resident CTAs (estimator/pricing/tmem.py);
 and a persistent scheduler (`scheduler: persistent`: one CTA per slot pulling tiles from a queue, as
 cluster launch control runs it), which besides every split-K offers the stream-K tail (`_stream_k`):
 the last wave's leftover tiles spread by K over every slot instead of leaving slots idle. Hopper,
@@ -34,7 +34,7 @@ Ampere and sm_120 menus keep `waves` (the formula above, as fitted on the H100 t
 
 A block-scaled GEMM whose family names its library's kernel (`block_scaled.tiles` and `pick`: Hopper's
 DeepGEMM) is priced on that kernel's one tile, the one the library sets from the shape
-(estimator/tiling/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`).
+(estimator/pricing/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`).
 
 `mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
 fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
@@ -42,7 +42,7 @@ few CTAs slow although the machine's bandwidth is idle, and split-K the cure. Sw
 small activation dim on the MMA's N side, as cuBLAS and TensorRT-LLM do for small M) is tried for every
 tile. Split-K writes fp32 partials and reads them back (DRAM bytes) and pays `split_k_s` for the
 reduction. Every number above is a sympy expression when a dim is free (then the tile is chosen by the rule
-in `estimator/tiling/plan.py`), a float for one bound kernel, or a numpy array (tools/calibrate.py).
+in `estimator/pricing/plan.py`), a float for one bound kernel, or a numpy array (tools/calibrate.py).
 """
 
 from __future__ import annotations
@@ -53,10 +53,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from estimator.tiling import pick
-from estimator.tiling import symmath as sm
-from estimator.tiling import tmem as tmem_model
-from estimator.tiling.menu import FamilyMenu, GemmTile
+from estimator import symmath as sm
+from estimator.pricing import pick
+from estimator.pricing import tmem as tmem_model
+from estimator.pricing.menu import FamilyMenu, GemmTile
 
 FP32_BYTES = 4  # split-K partial sums are fp32
 
@@ -141,7 +141,7 @@ def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes:
     """(ctas_per_sm, stages, tile_k) of `tile` for these operand sizes, or None when even `min_stages`
     stages do not fit in shared memory (or its accumulator not in TMEM). tile_k = k_bytes / operand
     bytes (bf16: 64, fp8: 128). Accumulators bound the CTAs: registers (`accumulator_bytes_per_sm` of
-    fp32), or on a tcgen05 family TMEM columns (estimator/tiling/tmem.py)."""
+    fp32), or on a tcgen05 family TMEM columns (estimator/pricing/tmem.py)."""
     # K per stage counts the data, not its block scales (NVFP4: 0.5 + 1/16 B is 256 elements per 128 B)
     tile_k = max(8, int(menu.gemm_k_bytes / _data_bytes(max(a_bytes, b_bytes))))
     # a tile spanning `sms` SMs (Blackwell CTA pair) keeps 1/sms of its operands and accumulator per SM
@@ -407,7 +407,7 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
     of a tile once for all its splits: arrays of points make this the sweep's inner loop). A block-scaled
     GEMM takes its kernel's own menu where the family has one (`block_scaled.tiles`), and under a
-    library pick (`block_scaled.pick`, estimator/tiling/pick.py) only the tile the library sets: with
+    library pick (`block_scaled.pick`, estimator/pricing/pick.py) only the tile the library sets: with
     arrays of points, every other candidate's time is infinite where the library would not run it."""
     scaled = menu.block_scaled if g.scale_block else None
     splits = scaled.split_k if scaled is not None else menu.split_k

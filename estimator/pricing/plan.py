@@ -1,10 +1,10 @@
 """The tiling step: after lowering, every kernel gets a TilePlan on its hardware.
 
-GEMM-like kernels get the CTA tile (and split-K) the tile model of estimator/tiling/gemm.py prefers, as
+GEMM-like kernels get the CTA tile (and split-K) the tile model of estimator/pricing/gemm.py prefers, as
 cuBLAS's heuristics pick the kernel they expect to be fastest; attention kernels get a FlashAttention
-tile (prefill) or a split-KV decode configuration (estimator/tiling/attention.py); every other kernel
+tile (prefill) or a split-KV decode configuration (estimator/pricing/attention.py); every other kernel
 gets the streaming model below. Each plan carries the tile-level estimate and the L2 residency of the
-kernel's inputs (estimator/tiling/residency.py), which `estimator.price.price` turns into a Timing.
+kernel's inputs (estimator/pricing/residency.py), which `estimator.pricing.price.price` turns into a Timing.
 
 Streaming model (elementwise, norms, reductions, movement...):
     estimate = launch_s + mem_latency_s + max(flops_u / (peak_u * eff_u), DRAM / (BW * eff_dram),
@@ -13,7 +13,7 @@ Streaming model (elementwise, norms, reductions, movement...):
 Free dims: the tile is chosen as if every free dim were `SYMBOLIC_DIM_VALUE` (a large, compute-bound
 size: the tile a deployment at scale would run), and the chosen tile's formula is kept symbolic
 (`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ: sweeps therefore price
-every point with its own choice (estimator/tiling/points.py), and estimator/study/closed_form.py says
+every point with its own choice (estimator/pricing/points.py), and estimator/study/closed_form.py says
 which kernels a closed form approximates and by how much.
 """
 
@@ -26,17 +26,17 @@ from typing import Any
 import numpy as np
 import sympy
 
+from estimator import symmath as sm
 from estimator.cost.registry import ALU, CUDA, TENSOR, Work
 from estimator.dtypes import itemsize
 from estimator.ir import Graph
-from estimator.tiling import attention as attn_model
-from estimator.tiling import gemm as gemm_model
-from estimator.tiling import memo, quant
-from estimator.tiling import symmath as sm
-from estimator.tiling.l2 import effective_l2_bytes_per_s
-from estimator.tiling.menu import FamilyMenu, menu_for
-from estimator.tiling.problem import GemmSpec, attention_of_kernel, gemm_of_kernel, kernel_scale_block
-from estimator.tiling.residency import Residency, residency
+from estimator.pricing import attention as attn_model
+from estimator.pricing import gemm as gemm_model
+from estimator.pricing import memo, quant
+from estimator.pricing.l2 import effective_l2_bytes_per_s
+from estimator.pricing.menu import FamilyMenu, menu_for
+from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel, kernel_scale_block
+from estimator.pricing.residency import Residency, residency
 from hwdesc import HardwareDescriptor
 
 SYMBOLIC_DIM_VALUE = 4096
@@ -79,7 +79,7 @@ def tiling_supported(hw: HardwareDescriptor) -> bool:
 
 
 def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
-    # a two-die L2 is seen through its cross-partition link (estimator/tiling/l2.py)
+    # a two-die L2 is seen through its cross-partition link (estimator/pricing/l2.py)
     return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, effective_l2_bytes_per_s(hw), hw.l2_bytes,
                          hw.smem_bytes_per_sm, dict(hw.efficiency), hw.cuda_flops_per_s["fp32"])
 
@@ -89,7 +89,7 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
                  sass: dict | None = None, keys: Sequence[Hashable] | None = None) -> list[TilePlan | None]:
     """A plan per kernel (None for every kernel when the hardware has no tile model). `sass`: node name
     -> estimator.sass.seam.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass).
-    `keys`: each kernel's full signature; given, plans are remembered across calls (tiling/memo.py)."""
+    `keys`: each kernel's full signature; given, plans are remembered across calls (pricing/memo.py)."""
     if not tiling_supported(hw):
         return [None] * len(kernels)
     menu = menu_for(hw.family)
@@ -173,7 +173,7 @@ def _rank(expr: Any) -> float:
 
 
 def _peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float | None:
-    from estimator.price import unit_peak
+    from estimator.pricing.price import unit_peak
 
     try:
         return unit_peak(hw, unit, dtype)
@@ -289,7 +289,7 @@ def _plan(kind: str, tile: str | None, ctas: Any, waves: Any, wave_eff: Any, uti
           compute: Any, memory: Any, fixed: Any, res: Residency) -> TilePlan:
     terms = {"compute": fixed + compute, "memory": fixed + memory, "launch": fixed}
     parts = {"compute": compute, "memory": memory, "launch": fixed}
-    from estimator.price import dominant
+    from estimator.pricing.price import dominant
 
     return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
                     res.bytes_bound)
@@ -309,7 +309,7 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
     decode = is_decode(core.seq_q, core.seq_kv)
     if isinstance(decode, np.ndarray):  # rows of one table (tools/calibrate.py) are all of one kind;
-        decode = bool(decode.all())  # tiling/points.py prices mixed points per kind itself
+        decode = bool(decode.all())  # pricing/points.py prices mixed points per kind itself
     n = sm.num
     dram = dram_bytes - resident
     if not isinstance(dram, np.ndarray):
@@ -370,7 +370,7 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
 
 def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescriptor) -> tuple:
     """(compute, memory, fixed, estimate) of the streaming model for Work-like flops and bytes."""
-    from estimator.price import unit_peak
+    from estimator.pricing.price import unit_peak
 
     eff = hw.efficiency
     times = [f / (unit_peak(hw, u, d) * eff[CUDA if u == ALU else u]) for (u, d), f in flops.items()]
@@ -384,7 +384,7 @@ def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescrip
 
 def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency, rounds: Any = None) -> TilePlan:
     """The streaming model; `rounds` of a latency-bound grid-stride loop (a block quantization kernel,
-    estimator/tiling/quant.py) bound its memory term from below: the rounds after the first (whose load
+    estimator/pricing/quant.py) bound its memory term from below: the rounds after the first (whose load
     is the fixed part's mem_latency_s) at `block_quant_round_s` each."""
     compute, memory, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
     if rounds is not None and "block_quant_round_s" in hw.efficiency:

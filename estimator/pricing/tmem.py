@@ -18,7 +18,7 @@ NB: block-scale factors of NVFP4 / MX MMAs also live in TMEM (a few columns per 
 
 from __future__ import annotations
 
-from estimator.tiling.menu import GemmTile, Tmem
+from estimator.pricing.menu import GemmTile, Tmem
 
 
 def _pow2ceil(x: int) -> int:

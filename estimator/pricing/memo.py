@@ -1,6 +1,6 @@
 """Tile plans and Timings remembered across `estimate()` calls of one process.
 
-Within one call, kernels of equal signature are planned and priced once (estimator/tiling/plan.py,
+Within one call, kernels of equal signature are planned and priced once (estimator/pricing/plan.py,
 estimator/estimate.py). A serving sweep (estimator/serve/steps.py) makes many calls whose graphs share
 most kernels: the 1- and 2-layer folded graphs of a model hold the same layer kernels, and every TP size
 re-prices the same prefill and decode shapes at each batch. Here a plan is kept per (hardware, full node

@@ -29,7 +29,7 @@ class GemmTile:
 
 @dataclass(frozen=True)
 class Tmem:
-    """Tensor memory per SM (tcgen05 families only; estimator/tiling/tmem.py)."""
+    """Tensor memory per SM (tcgen05 families only; estimator/pricing/tmem.py)."""
 
     lanes: int  # rows of 32-bit cells (the accumulator's M per SM)
     columns: int  # 32-bit columns (an fp32 accumulator of N columns takes N)
@@ -48,7 +48,7 @@ class BlockScaled:
     CUDA cores in the K loop (`promote`: the accumulator is read out of the MMA, scaled and added every
     scale block) rather than by the MMA itself. `tiles`: the kernel's own tile menu where it has one (a
     JIT-specialised kernel such as DeepGEMM's, not the family's general GEMM tiles; empty: the family's).
-    `pick: waves`: the library, not timing, sets the tile from the shape (estimator/tiling/pick.py):
+    `pick: waves`: the library, not timing, sets the tile from the shape (estimator/pricing/pick.py):
     swap-AB below `swap_below_m` rows, block M the smallest of the menu covering the dim it spans (else
     the largest), block N the fewest waves, then the fullest last wave, then the smallest N
     (DeepGEMM's get_best_gemm_config). Empty `pick`: the fastest candidate, as for every other GEMM."""
@@ -86,7 +86,7 @@ class DecodeKernel:
 
 @dataclass(frozen=True)
 class DecodeLaunch:
-    """The framework's host-side decode launch rule (estimator/tiling/decode_launch.py): KV splits from
+    """The framework's host-side decode launch rule (estimator/pricing/decode_launch.py): KV splits from
     the history, and the caches whose grouped kernel gives way to the per-head one on a small grid."""
 
     min_tokens_per_split: int  # history tokens per split before the caps
@@ -121,7 +121,7 @@ class FamilyMenu:
     # from a queue (cluster launch control), the last wave's tiles spread over every slot (stream-K)
     scheduler: str = "waves"
     decode_launch: DecodeLaunch | None = None  # None: the cheapest split, the grouped kernel whenever it fits
-    # the framework's 1 x block activation quantization kernel (estimator/tiling/quant.py): warps per SM of
+    # the framework's 1 x block activation quantization kernel (estimator/pricing/quant.py): warps per SM of
     # its grid-stride loop, one group of block_size values per warp a round (0: priced as any stream)
     block_quant_warps_per_sm: int = 0
 

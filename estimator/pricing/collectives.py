@@ -26,7 +26,7 @@ s = nbytes / g for an all-to-all (nccl-tests' size is a rank's whole buffer, its
 A send is one such transfer (ncclSend runs the same p2p kernel), on the 2-GPU lines.
 
 A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
-estimator/serve/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
+estimator/pricing/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
 admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
     one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)        (push to every peer)
     two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta(g) * link)  (reduce-scatter + gather)
@@ -55,7 +55,7 @@ import yaml
 
 from estimator.errors import UserError
 from estimator.ir import Expr
-from estimator.price import provably_greater
+from estimator.pricing.price import provably_greater
 from hwdesc import HardwareDescriptor
 
 KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",

@@ -11,7 +11,7 @@ estimate_s = max(bound_s / roofline, min_kernel_s) + the class's op_overhead_s
 The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
 may not be decidable; then every term that is not provably smaller is named ("compute|memory").
 A collective (a Work with `comm`, estimator/cost/collective.py) is priced by the collective model
-instead (estimator/serve/collectives.py: bound = its bytes over the link's peak, estimate = the NCCL or
+instead (estimator/pricing/collectives.py: bound = its bytes over the link's peak, estimate = the NCCL or
 the framework's custom all-reduce time), limiter `communication`.
 """
 
@@ -28,7 +28,7 @@ from estimator.cost.registry import ALU, CUDA, SFU, TENSOR, Work
 from estimator.dtypes import tensor_peak_key
 from estimator.errors import UserError
 from estimator.ir import Expr
-from estimator.tiling.symmath import flat, sym_max
+from estimator.symmath import flat, sym_max
 from hwdesc import HardwareDescriptor
 
 
@@ -65,7 +65,7 @@ def unit_peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float:
 
 
 def provably_greater(a: Expr, b: Expr) -> bool:
-    """a > b for every value of the free dims; False when unsure (and, under tiling/symmath.flat(), over
+    """a > b for every value of the free dims; False when unsure (and, under symmath.flat(), over
     a graph of many unknown dims, without asking sympy's assumptions: unsure)."""
     diff = sympy.sympify(a - b)
     if diff.is_number:
@@ -90,7 +90,7 @@ def kernel_class(hw: HardwareDescriptor, kind: str | None, op: str | None) -> Ma
 
 def price(work: Work, hw: HardwareDescriptor, plan=None, kind: str | None = None,
           op: str | None = None, framework: str | None = None, comm_graphed: bool = True) -> Timing:
-    """The kernel's Timing; with a `plan` (estimator.tiling.plan.TilePlan, set when the tiling step ran)
+    """The kernel's Timing; with a `plan` (estimator.pricing.plan.TilePlan, set when the tiling step ran)
     the estimate is the plan's tile-level one, see `_tiled`; a kernel whose class (`op` type or `kind`)
     the descriptor lists is priced by `_classed`; a collective by `_communication` (`framework`: the
     serving framework whose custom all-reduce it may use, `comm_graphed`: inside a CUDA graph)."""
@@ -149,7 +149,7 @@ def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
     bound_s = max(flops_u / peak_u, (dram_bytes - reads resident in L2) / dram_bytes_per_s,
                   dram_bytes / l2_bytes_per_s)
     Reads resident in L2 (a tensor an earlier kernel left there, or a graph input under --warm-inputs,
-    judged against the whole L2: estimator/tiling/residency.py) come from L2, not DRAM, so they lower
+    judged against the whole L2: estimator/pricing/residency.py) come from L2, not DRAM, so they lower
     the DRAM term; every byte still crosses L2, at most at its peak. Without resident reads this is the
     roofline bound exactly (the L2 term never exceeds the DRAM one: L2 is the faster of the two).
     estimate_s = the plan's tile-level estimate, never below the bound (+ op_overhead_s if any)."""
@@ -167,7 +167,7 @@ def _tiled(work: Work, hw: HardwareDescriptor, plan) -> Timing:
 
 
 def _communication(work: Work, hw: HardwareDescriptor, framework: str | None, graphed: bool) -> Timing:
-    from estimator.serve.collectives import collective_cost  # the serve package builds on this module
+    from estimator.pricing.collectives import collective_cost  # the serve package builds on this module
 
     c = work.comm
     cost = collective_cost(c.op, c.nbytes, c.group, hw, dtype=c.dtype, framework=framework, graphed=graphed)

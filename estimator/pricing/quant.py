@@ -11,7 +11,7 @@ TensorRT-LLM's fp8_1x128_cs launches scale_1x128_kernel on 8 x SMs blocks of 256
 SM): each warp loads its 128 bf16 values, reduces their amax across the warp, writes the scale and the
 fp8 values, then takes the next group, so a round costs a dependent load's latency plus the reduction
 whatever the bandwidth. `block_quant_round_s` (seconds a round) is fitted on the H100 fp8_block rows.
-NB: the streaming terms are the plain streaming model's (estimator/tiling/plan.py stream_time); the
+NB: the streaming terms are the plain streaming model's (estimator/pricing/plan.py stream_time); the
 round time is one constant whether x is read from L2 or DRAM (the H100 rows show ~1.8 us a round at N
 128, K 8192 from M 1024, x in L2, to M 16384, x in DRAM).
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 import sympy
 
-from estimator.tiling import symmath as sm
+from estimator import symmath as sm
 
 
 def block_quant_rounds(graph, kernel, sm_count: int, warps_per_sm: int) -> Any:

@@ -52,10 +52,10 @@ from typing import Any
 
 import numpy as np
 
-from estimator.tiling import decode_launch
-from estimator.tiling import symmath as sm
-from estimator.tiling.gemm import Hw
-from estimator.tiling.menu import AttentionTile, FamilyMenu, decode_kernel
+from estimator import symmath as sm
+from estimator.pricing import decode_launch
+from estimator.pricing.gemm import Hw
+from estimator.pricing.menu import AttentionTile, FamilyMenu, decode_kernel
 
 SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum (as cost/attention.py)
 # Per O accumulator element per kv step: the multiply by exp(m_old - m_new) of FlashAttention's online

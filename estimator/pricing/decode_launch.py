@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from estimator.tiling.menu import DecodeLaunch
+from estimator.pricing.menu import DecodeLaunch
 
 
 def _floor_div(x: Any, d: int) -> Any:

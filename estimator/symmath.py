@@ -108,7 +108,7 @@ _ALIKE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("estimator_
 def flat_symbolic(free_dims: int) -> Iterator[bool]:
     """Within this block, with more than SIMPLIFY_MAX_DIMS free dims, Max/Min/ceiling/floor over free
     symbols are built without sympy's simplification (sym_max) and symbolic comparisons answer
-    "unknown" (estimator.price.provably_greater): pricing time stays linear in the graph. The block
+    "unknown" (estimator.pricing.price.provably_greater): pricing time stays linear in the graph. The block
     also remembers canonical forms and renamings (renamed()); they are dropped on leaving it."""
     on = free_dims > SIMPLIFY_MAX_DIMS
     token = _FLAT.set(on)
