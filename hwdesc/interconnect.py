@@ -118,7 +118,7 @@ def parse(fail, node: Any) -> Interconnect:
     if (gen is None) != (bw is None):
         raise fail(f"{GROUP}.nvlink_bytes_per_s_per_direction",
                    "must be null exactly when nvlink_generation is null (no NVLink)")
-    collectives = _collectives(fail, node["collectives"]) if "collectives" in node else None
+    collectives = parse_collectives(fail, node["collectives"]) if "collectives" in node else None
     return Interconnect(
         nvlink_generation=gen, nvlink_bytes_per_s_per_direction=bw,
         nvlink_domain_gpus=fig("nvlink_domain_gpus", "int"), nvlink_sharp=fig("nvlink_sharp", "bool"),
@@ -182,8 +182,8 @@ def _line(fail, node: Any, key: str) -> Line:
     return Line(float(alpha), float(step), tuple(float(e) for e in effs))
 
 
-def _collectives(fail, node: Any) -> CollectiveConstants:
-    key = f"{GROUP}.collectives"
+def parse_collectives(fail, node: Any, key: str = f"{GROUP}.collectives") -> CollectiveConstants:
+    """Validate a `collectives` group (a family file's, or the one merged into `interconnect`)."""
     node = _mapping(fail, node, key)
     for sub in node:
         if sub not in ("source", "nccl", "nvls", "custom", "p2p_ll_max_bytes_per_peer"):

@@ -1,4 +1,8 @@
-"""Finds and reads hardware descriptors: a bundled SKU by name or alias, or a user's YAML by path."""
+"""Finds and reads hardware descriptors: a bundled SKU by name or alias, or a user's YAML by path.
+
+A SKU file names its family; the family's fitted constants (hwdesc/families/<family>.yaml, see
+hwdesc/family.py) are merged into it here, before the schema validates the whole.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from hwdesc.schema import HardwareDescriptor, HwdescError, validate
+from hwdesc.family import FAMILIES_FOLDER, Family, merge, parse
+from hwdesc.schema import CPU_FAMILY, HardwareDescriptor, HwdescError, validate
 
 ALIASES = {"hopper": "h100-sxm", "blackwell": "b200"}
 
@@ -32,6 +37,16 @@ _Loader.add_implicit_resolver(
 def bundled_dir() -> Path:
     """The folder holding the bundled descriptor YAMLs (this package)."""
     return Path(__file__).resolve().parent
+
+
+def families_dir() -> Path:
+    """The folder holding the bundled family files (the fitted constants per GPU family)."""
+    return bundled_dir() / FAMILIES_FOLDER
+
+
+def list_families() -> list[str]:
+    """Bundled GPU family names (each with a family file), sorted; `cpu` hosts have none."""
+    return sorted(p.stem for p in families_dir().glob("*.yaml"))
 
 
 def list_archs() -> list[str]:
@@ -63,8 +78,37 @@ def _load_bundled(name: str) -> HardwareDescriptor:
     return load_file(bundled_dir() / f"{name}.yaml")
 
 
-def load_file(path: Path) -> HardwareDescriptor:
-    """Reads and validates one YAML file; a bundled file's `name` must equal its stem."""
+def load_file(path: Path, families: Path | None = None) -> HardwareDescriptor:
+    """Reads and validates one YAML file, its family's constants merged in (from `families`, default
+    the bundled family files); a bundled file's `name` must equal its stem."""
+    raw, shown = _read(path)
+    bundled = path.resolve().parent == bundled_dir()
+    folder = (families or families_dir()).resolve()
+    raw = merge(raw, shown, lambda name: load_family(name, folder), bundled)
+    return validate(raw, shown, expected_name=path.stem if bundled else None)
+
+
+@functools.lru_cache(maxsize=None)
+def load_family(name: str, folder: Path | None = None) -> Family:
+    """One family file by name, its `inherits` resolved; refuses a family without a file."""
+    return _family(name, folder or families_dir(), ())
+
+
+def _family(name: str, folder: Path, seen: tuple[str, ...]) -> Family:
+    if name in seen:
+        circle = " -> ".join((*seen, name))
+        raise HwdescError(f"family {seen[0]!r}: `inherits` goes round in a circle: {circle}")
+    path = folder / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
+        raise HwdescError(f"family {name!r}: no family file {_display_path(path)} (known: {known}; "
+                          f"{CPU_FAMILY} for a host measured with `estimate --calibrate-host`)")
+    raw, shown = _read(path)
+    return parse(raw, shown, name, lambda parent: _family(parent, folder, (*seen, name)))
+
+
+def _read(path: Path) -> tuple[object, str]:
+    """The parsed YAML of `path` and the path as messages show it."""
     shown = _display_path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -79,12 +123,11 @@ def load_file(path: Path) -> HardwareDescriptor:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise HwdescError(f"{shown}: not valid YAML{where}: {problem}") from None
-    bundled = path.resolve().parent == bundled_dir()
-    return validate(raw, shown, expected_name=path.stem if bundled else None)
+    return raw, shown
 
 
 def _display_path(path: Path) -> str:
-    """`hwdesc/x.yaml` for bundled files, the path as given otherwise."""
+    """`hwdesc/x.yaml` (`hwdesc/families/x.yaml`) for bundled files, the path as given otherwise."""
     try:
         return path.resolve().relative_to(bundled_dir().parent).as_posix()
     except ValueError:

@@ -130,7 +130,7 @@ class HardwareDescriptor:
                                  for dt, peak in self.tensor_flops_per_s.items()})
 
 
-class _Validator:
+class Validator:
     """Walks one parsed file, collecting figures, sources and low-confidence keys."""
 
     def __init__(self, path: str) -> None:
@@ -212,7 +212,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     `expected_name` (the file stem of a bundled file) must equal the `name` field; a user's own file
     passes None and may name itself freely.
     """
-    v = _Validator(path)
+    v = Validator(path)
     raw = v.mapping(raw, "")
     unknown = sorted(set(raw) - TOP_LEVEL_KEYS - set(OPTIONAL_FIGURES) - {KERNEL_CLASSES, INTERCONNECT})
     if unknown:
@@ -243,15 +243,7 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
                                              *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS), EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
-    fractions = (*TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS)
-    for key in (*EFFICIENCY_FRACTIONS, *(k for k in fractions if k in efficiency)):
-        if efficiency[key] > 1:
-            raise v.fail(f"efficiency.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
-    for key in ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS,
-                *(k for k in (*TILE_SECONDS, *BLOCK_KERNEL_SECONDS) if k in efficiency)):
-        if efficiency.get(key, 0.0) >= MAX_MIN_KERNEL_S:
-            raise v.fail(f"efficiency.{key}",
-                         f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")
+    check_efficiency_ranges(v, efficiency)
 
     return HardwareDescriptor(
         name=name,
@@ -280,7 +272,21 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     )
 
 
-def _partitions(v: _Validator, optional: dict) -> int | None:
+def check_efficiency_ranges(v: Validator, efficiency: Mapping[str, float],
+                            group: str = "efficiency") -> None:
+    """Fractions in (0, 1], times under MAX_MIN_KERNEL_S, for the constants `efficiency` gives."""
+    fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS)
+    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS)
+    for key in (k for k in fractions if k in efficiency):
+        if efficiency[key] > 1:
+            raise v.fail(f"{group}.{key}", f"must be in (0, 1], got {efficiency[key]!r}")
+    for key in (k for k in seconds if k in efficiency):
+        if efficiency[key] >= MAX_MIN_KERNEL_S:
+            raise v.fail(f"{group}.{key}",
+                         f"must be in (0, {MAX_MIN_KERNEL_S:g}) seconds, got {efficiency[key]!r}")
+
+
+def _partitions(v: Validator, optional: dict) -> int | None:
     n = optional.get("l2_partitions")
     if n is None:
         return None
@@ -291,7 +297,7 @@ def _partitions(v: _Validator, optional: dict) -> int | None:
     return int(n)
 
 
-def _kernel_classes(v: _Validator, node: Any) -> dict[str, Mapping[str, float]]:
+def _kernel_classes(v: Validator, node: Any) -> dict[str, Mapping[str, float]]:
     node = v.mapping(node, KERNEL_CLASSES)
     out = {}
     for cls in node:
@@ -308,7 +314,7 @@ def _kernel_classes(v: _Validator, node: Any) -> dict[str, Mapping[str, float]]:
     return out
 
 
-def _class_group(v: _Validator, node: Any, key: str) -> dict[str, float]:
+def _class_group(v: Validator, node: Any, key: str) -> dict[str, float]:
     node = v.mapping(node, key)
     for sub in node:
         if sub not in CLASS_KEYS:
