@@ -34,8 +34,9 @@ block-scaled GEMM's per-block promotion), on a seeded sample of the fp8 GEMM row
 block-scaled, activation quantization included), with every other constant as the descriptor has it:
 a Nelder-Mead search (logit space) of the sum over the two kinds of median + p90, each row priced by the
 estimator as tools/validate_kernels.py prices it (`--fp8-sample` rows; row by row, so a few hundred);
-`--write` puts them into the descriptors of the fitted GPU's family only (Hopper's fp8 wgmma pipeline
-and CUDA-core promotion are its own). `--fp8-keys K1,K2` names the constants fitted (default
+`--write` puts them into the fitted GPU's family file (the other families keep fp8 values of their own
+or leave the block-scaled kernel's constants out: Hopper's fp8 wgmma pipeline and CUDA-core promotion
+are its own, hwdesc/families/*.yaml `inherits`). `--fp8-keys K1,K2` names the constants fitted (default
 tensor_fp8,block_scale; times in log space): besides those two, the library-picked block-scaled kernel's
 `block_scale_oob_s` (a k-step's cost per padded row of its partial M tile, per CTA on it),
 `block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
@@ -43,9 +44,11 @@ tensor_fp8,block_scale; times in log space): besides those two, the library-pick
 quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/pricing/quant.py).
 When every key named is a block_ one, only fp8_block rows are sampled.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
-rounded values on every row. `--write` puts exactly those values into the `efficiency` block of every
-bundled GPU descriptor (the H100 fit carries over to other GPUs through their own peaks; no per-GPU
-fitting). The estimator never reads these tables.
+rounded values on every row. `--write` puts exactly those values, with the tables they were fitted on
+and the command line, into the `efficiency` block of the `--arch` GPU's family file,
+hwdesc/families/<family>.yaml (write_descriptors): every SKU of the family reads them, and so does each
+family inheriting them (today Blackwell, sm_120 and Ampere take the H100 fit through their own peaks;
+no per-GPU fitting). The estimator never reads these tables.
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import os
 import re
+import shlex
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -357,40 +362,54 @@ def residuals(table: Table, hw, menu) -> list[str]:
     return lines
 
 
-# ---- writing the descriptors ----------------------------------------------------------------------
+# ---- writing the family files ----------------------------------------------------------------------
 
-SOURCE = "tools/calibrate.py, fitted on the H100 SXM tables; the same on every GPU"
-
-
-def source_line(family: str | None) -> str:
-    """The `source:` of a written constant: where it was fitted and where it is carried."""
-    if family is None:
-        return SOURCE
-    return SOURCE.replace("every GPU", f"every {family} GPU (written to that family only)")
+SOURCE = "tools/calibrate.py, a Nelder-Mead fit on the tables in fitted_on"
 
 
-def write_descriptors(consts: dict, directory: Path | None = None, family: str | None = None) -> list[str]:
-    """Set `efficiency.<key>` to {value, source} in every GPU descriptor of `directory` (default: the
-    bundled ones), or only in those of `family`; the whole entry is replaced: value, source, confidence
-    and note lines."""
-    done = []
-    for path in sorted((directory or hwdesc.bundled_dir()).glob("*.yaml")):
-        text = path.read_text()
-        if "\nefficiency:\n" not in text:
-            continue
-        if family is not None and not re.search(rf"(?m)^family: {re.escape(family)}\s*$", text):
-            continue
-        head, _, block = text.partition("\nefficiency:\n")
-        for key, value in consts.items():
-            entry = f"  {key}:\n    value: {value:.3g}\n    source: \"{source_line(family)}\"\n"
-            found = re.search(rf"(?m)^  {key}:\n(?:    .*\n|      .*\n)*", block)
-            if found:
-                block = block[:found.start()] + entry + block[found.end():]
-            else:
-                block = block.rstrip("\n") + "\n" + entry
-        path.write_text(head + "\nefficiency:\n" + block)
-        done.append(path.name)
-    return done
+def source_line(family: str) -> str:
+    """The `source:` of a written constant: how it was fitted and who reads it."""
+    return f"{SOURCE}; read by every {family} GPU and by the families inheriting it (hwdesc/family.py)"
+
+
+def tables_of(data: Path, *names: str, rows: str = "") -> str:
+    """The `fitted_on:` of a written constant: the tables, as paths from the repository root."""
+    folder = os.path.relpath(Path(data).resolve(), ROOT)
+    text = ", ".join(f"{folder}/{n}" for n in names)
+    return f"{text} ({rows})" if rows else text
+
+
+def write_descriptors(consts: dict, directory: Path | None = None, *, family: str, fitted_on: str,
+                      command: str | None = None) -> list[str]:
+    """Set `efficiency.<key>` to {value, source, fitted_on, command} in the family file of the fitted
+    GPU's `family` (`families/<family>.yaml` under `directory`, default the bundled hwdesc/): every SKU
+    naming that family reads the new values, and so does every family that inherits them (a family with
+    a value of its own, or one listing the key under `inherits.except`, keeps its own). The whole entry
+    is replaced: value, source, fitted_on, command, confidence and note lines. `command` defaults to the
+    running command line. Returns the names of the files written."""
+    path = (directory or hwdesc.bundled_dir()) / "families" / f"{family}.yaml"
+    if not path.is_file():
+        raise SystemExit(f"error: --write: no family file {path} for the fitted GPU's family {family!r}")
+    command = command or "python tools/calibrate.py " + shlex.join(sys.argv[1:])
+    text = path.read_text()
+    head, sep, rest = text.partition("\nefficiency:\n")
+    if not sep:  # a family inheriting every constant so far: its first own ones
+        head, sep, rest = text.rstrip("\n") + "\n", "\nefficiency:\n", ""
+    end = re.search(r"(?m)^\S", rest)  # the block ends at the next top-level key
+    block, tail = (rest[:end.start()], rest[end.start():]) if end else (rest, "")
+    for key, value in consts.items():
+        number = f"{value:.3g}"
+        if "e" in number and "." not in number.split("e")[0]:  # YAML 1.1 readers need the dot
+            number = number.replace("e", ".0e", 1)
+        entry = (f"  {key}:\n    value: {number}\n    source: \"{source_line(family)}\"\n"
+                 f"    fitted_on: \"{fitted_on}\"\n    command: \"{command}\"\n")
+        found = re.search(rf"(?m)^  {key}:\n(?:    .*\n)*", block)
+        if found:
+            block = block[:found.start()] + entry + block[found.end():]
+        else:
+            block = block.rstrip("\n") + "\n" + entry
+    path.write_text(head + sep + block.strip("\n") + "\n" + ("\n" + tail if tail else ""))
+    return [f"families/{path.name}"]
 
 
 FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
@@ -453,7 +472,8 @@ def fit_gemm_only(keys: tuple[str, ...], gemm: Table, hw, menu, args) -> int:
         print(f"{key}: {consts[key]:.3g}")
     print("\n".join(residuals(gemm, with_constants(hw, consts), menu)))
     if args.write:
-        print("wrote " + ", ".join(write_descriptors(consts)))
+        print("wrote " + ", ".join(write_descriptors(
+            consts, family=hw.family, fitted_on=tables_of(args.data, "gemm.csv.gz", rows="bf16 GEMM rows"))))
     return 0
 
 
@@ -468,7 +488,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arch", default="h100-sxm")
     ap.add_argument("--sample", type=int, default=6000, help="rows per table used by the search")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--write", action="store_true", help="write the fitted constants into hwdesc/*.yaml")
+    ap.add_argument("--write", action="store_true",
+                    help="write the fitted constants into the --arch GPU's family file, "
+                         "hwdesc/families/<family>.yaml")
     ap.add_argument("--no-fit", action="store_true", help="only print the residuals of the current YAML")
     ap.add_argument("--fp8", action="store_true",
                     help="fit only tensor_fp8 and block_scale on the fp8 GEMM rows")
@@ -488,7 +510,9 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
               + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
         if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only
-            print("wrote " + ", ".join(write_descriptors(consts, family=hw.family)))
+            rows = "fp8_block GEMM rows" if all(k.startswith("block_") for k in consts) else "fp8 GEMM rows"
+            print("wrote " + ", ".join(write_descriptors(
+                consts, family=hw.family, fitted_on=tables_of(args.data, "gemm.csv.gz", rows=rows))))
         return 0
 
     hw = hwdesc.load(args.arch)
@@ -526,7 +550,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         written = {k: consts[k] for k in DECODE_KEYS} if args.decode else \
             {k: consts[k] for k in ATTENTION_KEYS} if args.attention else consts
-        print("wrote " + ", ".join(write_descriptors(written)))
+        names = ("generation_attention.csv.gz",) if args.decode else \
+            ("context_attention.csv.gz", "generation_attention.csv.gz") if args.attention else \
+            ("gemm.csv.gz", "context_attention.csv.gz", "generation_attention.csv.gz")
+        print("wrote " + ", ".join(write_descriptors(written, family=hw.family,
+                                                     fitted_on=tables_of(args.data, *names))))
     return 0
 
 

@@ -1,5 +1,6 @@
 """Fit the collective model's constants on the H100 tables and print the fit; `--write` puts them into
-every descriptor's `interconnect.collectives` and the framework overheads into
+the family files' `collectives` (hwdesc/families/hopper.yaml, and carried over to blackwell.yaml; the other
+families inherit Hopper's) and the framework overheads into
 estimator/pricing/custom_allreduce.yaml.
 
     python tools/calibrate_comm.py [--data ../shared/calibration/h100_sxm] [--write]
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import os
 import re
 import sys
 from pathlib import Path
@@ -392,7 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n# custom_allreduce.csv.gz residuals")
     print("\n".join(report(custom_rows, est, ("kernel_source", "n"))))
     if args.write:
-        print("wrote " + ", ".join(comm_constants.write(consts, hwdesc.bundled_dir())))
+        data = os.path.relpath(args.data.resolve(), ROOT)
+        print("wrote " + ", ".join(comm_constants.write(
+            consts, hwdesc.bundled_dir(), fitted_on=f"{data}/nccl.csv.gz, custom_allreduce.csv.gz",
+            command=f"python tools/calibrate_comm.py --data {data} --write")))
         write_frameworks(over)
         print(f"wrote {collectives.FRAMEWORKS_FILE.name}")
     return 0

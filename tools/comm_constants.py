@@ -1,4 +1,5 @@
-"""Writes the fitted collective constants into the descriptors' `interconnect.collectives` group.
+"""Writes the fitted collective constants into the family files' `collectives` group
+(hwdesc/families/<family>.yaml; the loader puts it under each SKU's `interconnect`).
 
 The constants (tools/calibrate_comm.py) are a nested dict:
     {"nccl": {op: {protocol: {"alpha_s", "step_s", "bus_efficiency": [at 2, 4, 8]}}},
@@ -15,8 +16,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SOURCE = ("tools/calibrate_comm.py, fitted on ../shared/calibration/h100_sxm/{nccl,custom_allreduce}.csv.gz "
-          "(H100 SXM); latencies as fitted, efficiencies as fractions of this GPU's link")
+SOURCE = ("tools/calibrate_comm.py on the H100 SXM NCCL and custom all-reduce tables; latencies as fitted, "
+          "bus efficiencies as fractions of the GPU's own link (so they carry over to each SKU of the family "
+          "through its bandwidth)")
+CARRIED = ("not fitted on a {family} GPU: the H100 fit (hwdesc/families/hopper.yaml) carried over by "
+           "tools/comm_constants.py, the NVLS and multimem bus efficiencies scaled by NCCL's nvlsEfficiency "
+           "ratio ({family} {ratio} / Hopper 0.85, serving.md 1.2c); rewritten with the Hopper fit by the "
+           "same command")
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}  # NCCL tuning.cc nvlsEfficiency (serving.md 1.2c)
 
 
@@ -41,42 +47,45 @@ def _line(line: dict) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def block(consts: dict, family: str) -> str:
-    """The `collectives:` group text (indented under `interconnect:`) for a GPU of `family`."""
-    lines = ["  collectives:", f"    source: \"{SOURCE}\"", "    nccl:"]
-    for op, protos in consts["nccl"].items():
-        lines.append(f"      {op}:")
-        for proto, line in protos.items():
-            lines.append(f"        {proto}: {_line(line)}")
-    if consts.get("p2p_ll_max_bytes_per_peer") is not None:
-        lines.append(f"    p2p_ll_max_bytes_per_peer: {int(consts['p2p_ll_max_bytes_per_peer'])}")
-    nvls = dict(consts["nvls"])
+def block(consts: dict, family: str, fitted_on: str = "", command: str = "") -> str:
+    """The top-level `collectives:` group text of the family file of `family`."""
     scale = NVLS_EFFICIENCY.get(family, NVLS_EFFICIENCY["hopper"]) / NVLS_EFFICIENCY["hopper"]
+    if family == "hopper" or scale == 1:
+        lines = ["collectives:", f"  source: \"{SOURCE}\""]
+        if fitted_on and command:
+            lines += [f"  fitted_on: \"{fitted_on}\"", f"  command: \"{command}\""]
+    else:
+        ratio = NVLS_EFFICIENCY[family]
+        lines = ["collectives:", f"  source: \"{CARRIED.format(family=family.capitalize(), ratio=ratio)}\""]
+    lines.append("  nccl:")
+    for op, protos in consts["nccl"].items():
+        lines.append(f"    {op}:")
+        for proto, line in protos.items():
+            lines.append(f"      {proto}: {_line(line)}")
+    if consts.get("p2p_ll_max_bytes_per_peer") is not None:
+        lines.append(f"  p2p_ll_max_bytes_per_peer: {int(consts['p2p_ll_max_bytes_per_peer'])}")
+    nvls = dict(consts["nvls"])
     nvls["bus_efficiency"] = min(nvls["bus_efficiency"] * scale, 2.0)
-    lines.append(f"    nvls: {_line(nvls)}")
-    lines.append("    custom:")
+    lines.append(f"  nvls: {_line(nvls)}")
+    lines.append("  custom:")
     for name, line in consts["custom"].items():
         if name == "multimem":  # NVLink SHARP too: the same carry-over as NVLS
             line = {**line, "bus_efficiency": min(line["bus_efficiency"] * scale, 2.0)}
-        lines.append(f"      {name}: {_line(line)}")
+        lines.append(f"    {name}: {_line(line)}")
     return "\n".join(lines) + "\n"
 
 
-def write(consts: dict, directory: Path) -> list[str]:
-    """Replace (or add) `interconnect.collectives` in every descriptor of `directory` that has an
-    `interconnect` group; returns the file names written."""
+def write(consts: dict, directory: Path, fitted_on: str = "", command: str = "") -> list[str]:
+    """Replace `collectives` in every family file of `directory`/families that holds one (a family
+    without one inherits its parent's: hwdesc/family.py); returns the file names written. `fitted_on`
+    and `command` (both or neither) go into the fitted family's group."""
     done = []
-    for path in sorted(directory.glob("*.yaml")):
+    for path in sorted((directory / "families").glob("*.yaml")):
         text = path.read_text()
-        if "\ninterconnect:" not in text:
+        found = re.search(r"(?m)^collectives:\n(?:[ ].*\n|\n(?=[ ]))*", text)
+        if not found:
             continue
-        family = re.search(r"(?m)^family: (\S+)", text).group(1)
-        head, sep, rest = text.partition("\ninterconnect:")
-        first, _, body = rest.partition("\n")
-        end = re.search(r"(?m)^\S", body)
-        group, tail = (body[:end.start()], body[end.start():]) if end else (body, "")
-        group = re.sub(r"(?m)^  collectives:\n(?:    .*\n)*", "", group).rstrip("\n") + "\n"
-        group += block(consts, family) + "\n"
-        path.write_text(head + sep + first + "\n" + group + tail)
-        done.append(path.name)
+        group = block(consts, path.stem, fitted_on, command)
+        path.write_text(text[:found.start()] + group + text[found.end():])
+        done.append(f"families/{path.name}")
     return done
