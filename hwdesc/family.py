@@ -34,6 +34,7 @@ from hwdesc.interconnect import GROUP as INTERCONNECT
 from hwdesc.interconnect import parse_collectives
 from hwdesc.schema import (
     BLOCK_KERNEL_KEYS,
+    HwdescError,
     CPU_FAMILY,
     EFFICIENCY_KEYS,
     FIGURE_KEYS,
@@ -50,6 +51,10 @@ FIT_KEYS = ("fitted_on", "command")  # a fit's provenance, family files only
 EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS)
 _TOP_KEYS = frozenset({"schema_version", "family", "inherits", "collectives", "efficiency"})
 _INHERITS_KEYS = frozenset({"family", "except", "source"})
+
+
+class MissingFamily(HwdescError):
+    """A descriptor names a family that has no family file."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +149,10 @@ def _inherited(v: Validator, node: Any, name: str,
     why = node.get("source")
     if not isinstance(why, str) or not why.strip():
         raise v.fail("inherits.source", "must say why the constants are inherited (a non-empty string)")
-    base = parent(base_name)
+    try:
+        base = parent(base_name)
+    except MissingFamily as e:
+        raise v.fail("inherits.family", str(e)) from None
     skip = node.get("except", [])
     if not isinstance(skip, list) or not all(isinstance(k, str) for k in skip):
         raise v.fail("inherits.except", f"must be a list of efficiency keys, got {skip!r}")
@@ -175,7 +183,10 @@ def merge(raw: Any, path: str, family_of: Callable[[str], Family], bundled: bool
             raise v.fail(OVERRIDES, "a host descriptor (family cpu) gives its measured constants under "
                                     "`efficiency:` itself")
         return raw
-    family = family_of(name)
+    try:
+        family = family_of(name)
+    except MissingFamily as e:
+        raise v.fail("family", str(e)) from None
     _refuse_family_constants(v, raw, family, bundled)
     merged = {k: val for k, val in raw.items() if k != OVERRIDES}
     efficiency = {k: _datasheet_figure(fig) for k, fig in family.efficiency.items()}

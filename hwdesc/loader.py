@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from hwdesc.family import FAMILIES_FOLDER, Family, merge, parse
+from hwdesc.family import FAMILIES_FOLDER, Family, MissingFamily, merge, parse
 from hwdesc.schema import CPU_FAMILY, HardwareDescriptor, HwdescError, validate
 
 ALIASES = {"hopper": "h100-sxm", "blackwell": "b200"}
@@ -41,7 +41,7 @@ def bundled_dir() -> Path:
 
 def families_dir() -> Path:
     """The folder holding the bundled family files (the fitted constants per GPU family)."""
-    return bundled_dir() / FAMILIES_FOLDER
+    return Path(__file__).resolve().parent / FAMILIES_FOLDER
 
 
 def list_families() -> list[str]:
@@ -101,8 +101,8 @@ def _family(name: str, folder: Path, seen: tuple[str, ...]) -> Family:
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
-        raise HwdescError(f"family {name!r}: no family file {_display_path(path)} (known: {known}; "
-                          f"{CPU_FAMILY} for a host measured with `estimate --calibrate-host`)")
+        raise MissingFamily(f"{name!r} has no family file {_display_path(path)} (known: {known}; "
+                            f"{CPU_FAMILY} for a host measured with `estimate --calibrate-host`)")
     raw, shown = _read(path)
     return parse(raw, shown, name, lambda parent: _family(parent, folder, (*seen, name)))
 

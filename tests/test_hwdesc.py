@@ -39,8 +39,8 @@ def _custom() -> dict:
         "l2_bytes": _fig(50 * 2**20),
         "smem_bytes_per_sm": _fig(228 * 1024),
         "nvlink_bytes_per_s": {"value": None, "source": "PCIe only", "note": "null is allowed here"},
-        "efficiency": {"tensor": _fig(0.8), "cuda": _fig(0.7), "sfu": _fig(0.7), "dram": _fig(0.9),
-                       "min_kernel_s": _fig(2e-6)},
+        # the efficiency constants are the family's (hwdesc/families/hopper.yaml); this GPU's own dram
+        "efficiency_overrides": {"dram": _fig(0.9)},
     }
 
 
@@ -85,6 +85,8 @@ def test_bundled_file_reads_as_numbers_with_plain_pyyaml(arch):
     raw = yaml.safe_load((hwdesc.bundled_dir() / f"{arch}.yaml").read_text())
     assert isinstance(raw["clock_hz"]["value"], float)
     assert all(isinstance(f["value"], float) for f in raw["tensor_flops_per_s"].values())
+    family = yaml.safe_load((hwdesc.loader.families_dir() / f"{raw['family']}.yaml").read_text())
+    assert all(isinstance(f["value"], float) for f in family["efficiency"].values())
 
 
 @pytest.mark.parametrize("arch", BUNDLED)
@@ -181,8 +183,11 @@ def test_custom_yaml_loads_by_path(tmp_path):
     assert hw.tensor_flops_per_s == {"bf16": 800e12, "fp8": 1600e12}
     assert hw.nvlink_bytes_per_s is None
     assert hw.sm_count == 100 and isinstance(hw.sm_count, int)
-    assert hw.low_confidence == {"tensor_flops_per_s.fp8"}
+    # its own low-confidence figure and the family's two assumed constants
+    assert hw.low_confidence == {"tensor_flops_per_s.fp8", "efficiency.cuda", "efficiency.sfu"}
     assert hw.sources["efficiency.dram"] == "test figure"
+    assert hw.efficiency["dram"] == 0.9  # its own (efficiency_overrides), every other constant hopper's
+    assert hw.efficiency["tensor"] == hwdesc.load("h100-sxm").efficiency["tensor"]
     assert hwdesc.load(path).name == "my-gpu"  # a Path works too
 
 
@@ -222,9 +227,10 @@ def _broken(**changes):
     ({"clock_hz__sorce": "typo"}, "clock_hz.sorce"),
     ({"tensor_flops_per_s__fp6": _fig(1e15)}, "tensor_flops_per_s.fp6"),
     ({"cuda_flops_per_s__fp64": ...}, "cuda_flops_per_s.fp64"),
-    ({"efficiency__dram__value": 1.5}, "efficiency.dram"),
-    ({"efficiency__min_kernel_s__value": 0.5}, "efficiency.min_kernel_s"),
-    ({"efficiency__min_kernel_s": ...}, "efficiency.min_kernel_s"),
+    ({"efficiency_overrides__dram__value": 1.5}, "efficiency_overrides.dram"),
+    ({"efficiency_overrides__min_kernel_s": _fig(0.5)}, "efficiency_overrides.min_kernel_s"),
+    ({"efficiency_overrides__tensr": _fig(0.5)}, "efficiency_overrides.tensr"),
+    ({"efficiency": {"tensor": _fig(0.8)}}, "efficiency.tensor"),  # a family constant (families/)
     ({"sm_count__confidence": "certain"}, "sm_count.confidence"),
     ({"family": "volta"}, "family"),
     ({"compute_capability": 9.0}, "compute_capability"),
@@ -241,8 +247,8 @@ def test_schema_violation_names_file_and_key(tmp_path, changes, named):
 
 
 def test_efficiency_above_one_message(tmp_path):
-    path = _write(tmp_path, _broken(efficiency__dram__value=1.5))
-    with pytest.raises(HwdescError, match=r"efficiency\.dram: must be in \(0, 1\]"):
+    path = _write(tmp_path, _broken(efficiency_overrides__dram__value=1.5))
+    with pytest.raises(HwdescError, match=r"efficiency_overrides\.dram: must be in \(0, 1\]"):
         hwdesc.load(str(path))
 
 
@@ -264,6 +270,6 @@ def test_yaml_that_is_not_a_mapping(tmp_path):
 def test_bundled_name_must_equal_stem(tmp_path, monkeypatch):
     # Pretend tmp_path is the bundled folder: its files must then be named after their stem.
     monkeypatch.setattr(hwdesc.loader, "bundled_dir", lambda: tmp_path.resolve())
-    _write(tmp_path, _custom(), name="other-gpu.yaml")
+    _write(tmp_path, _broken(efficiency_overrides=...), name="other-gpu.yaml")  # a bundled file has none
     with pytest.raises(HwdescError, match=r"name: must equal the file stem 'other-gpu'"):
         hwdesc.load_file(tmp_path / "other-gpu.yaml")
