@@ -34,13 +34,13 @@ from hwdesc.interconnect import GROUP as INTERCONNECT
 from hwdesc.interconnect import parse_collectives
 from hwdesc.schema import (
     BLOCK_KERNEL_KEYS,
-    HwdescError,
     CPU_FAMILY,
     EFFICIENCY_KEYS,
     FIGURE_KEYS,
     OPTIONAL_EFFICIENCY_KEYS,
     SCHEMA_VERSION,
     TILE_EFFICIENCY_KEYS,
+    HwdescError,
     Validator,
     check_efficiency_ranges,
 )
@@ -53,7 +53,7 @@ _TOP_KEYS = frozenset({"schema_version", "family", "inherits", "collectives", "e
 _INHERITS_KEYS = frozenset({"family", "except", "source"})
 
 
-class MissingFamily(HwdescError):
+class MissingFamilyError(HwdescError):
     """A descriptor names a family that has no family file."""
 
 
@@ -151,7 +151,7 @@ def _inherited(v: Validator, node: Any, name: str,
         raise v.fail("inherits.source", "must say why the constants are inherited (a non-empty string)")
     try:
         base = parent(base_name)
-    except MissingFamily as e:
+    except MissingFamilyError as e:
         raise v.fail("inherits.family", str(e)) from None
     skip = node.get("except", [])
     if not isinstance(skip, list) or not all(isinstance(k, str) for k in skip):
@@ -185,7 +185,7 @@ def merge(raw: Any, path: str, family_of: Callable[[str], Family], bundled: bool
         return raw
     try:
         family = family_of(name)
-    except MissingFamily as e:
+    except MissingFamilyError as e:
         raise v.fail("family", str(e)) from None
     _refuse_family_constants(v, raw, family, bundled)
     merged = {k: val for k, val in raw.items() if k != OVERRIDES}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from hwdesc.family import FAMILIES_FOLDER, Family, MissingFamily, merge, parse
+from hwdesc.family import FAMILIES_FOLDER, Family, MissingFamilyError, merge, parse
 from hwdesc.schema import CPU_FAMILY, HardwareDescriptor, HwdescError, validate
 
 ALIASES = {"hopper": "h100-sxm", "blackwell": "b200"}
@@ -83,15 +83,23 @@ def load_file(path: Path, families: Path | None = None) -> HardwareDescriptor:
     the bundled family files); a bundled file's `name` must equal its stem."""
     raw, shown = _read(path)
     bundled = path.resolve().parent == bundled_dir()
-    folder = (families or families_dir()).resolve()
+    folder = families or families_dir()
     raw = merge(raw, shown, lambda name: load_family(name, folder), bundled)
     return validate(raw, shown, expected_name=path.stem if bundled else None)
 
 
-@functools.lru_cache(maxsize=None)
 def load_family(name: str, folder: Path | None = None) -> Family:
-    """One family file by name, its `inherits` resolved; refuses a family without a file."""
-    return _family(name, folder or families_dir(), ())
+    """One family file by name, its `inherits` resolved; refuses a family without a file. The bundled
+    families are read once per process (as the bundled SKUs are); another folder's on every call."""
+    folder = (folder or families_dir()).resolve()
+    if folder == families_dir():
+        return _bundled_family(name)
+    return _family(name, folder, ())
+
+
+@functools.lru_cache(maxsize=None)
+def _bundled_family(name: str) -> Family:
+    return _family(name, families_dir(), ())
 
 
 def _family(name: str, folder: Path, seen: tuple[str, ...]) -> Family:
@@ -101,7 +109,7 @@ def _family(name: str, folder: Path, seen: tuple[str, ...]) -> Family:
     path = folder / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in folder.glob("*.yaml")))
-        raise MissingFamily(f"{name!r} has no family file {_display_path(path)} (known: {known}; "
+        raise MissingFamilyError(f"{name!r} has no family file {_display_path(path)} (known: {known}; "
                             f"{CPU_FAMILY} for a host measured with `estimate --calibrate-host`)")
     raw, shown = _read(path)
     return parse(raw, shown, name, lambda parent: _family(parent, folder, (*seen, name)))

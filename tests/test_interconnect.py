@@ -66,16 +66,29 @@ def _load(tmp_path, raw) -> hwdesc.HardwareDescriptor:
     (lambda ic: ic["nvlink_sharp"].update(value="yes"), "interconnect.nvlink_sharp.value"),
     (lambda ic: ic["scaleout_bytes_per_s_per_gpu"].pop("source"), "scaleout_bytes_per_s_per_gpu.source"),
     (lambda ic: ic["nvlink_generation"].update(value=None), "nvlink_bytes_per_s_per_direction"),
-    (lambda ic: ic["collectives"]["nccl"]["all_reduce"]["ll"].update(alpha_s=-1), "all_reduce.ll.alpha_s"),
-    (lambda ic: ic["collectives"]["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]),
-     "custom.oneshot.bus_efficiency"),
-    (lambda ic: ic["collectives"].update(p2p_ll_max_bytes_per_peer=-1), "p2p_ll_max_bytes_per_peer"),
 ])
 def test_bad_interconnect_names_the_key(tmp_path, edit, key):
     raw = _raw()
     edit(raw["interconnect"])
     with pytest.raises(HwdescError, match=key.replace(".", r"\.")):
         _load(tmp_path, raw)
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda c: c["nccl"]["all_reduce"]["ll"].update(alpha_s=-1), "all_reduce.ll.alpha_s"),
+    (lambda c: c["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]), "custom.oneshot.bus_efficiency"),
+    (lambda c: c.update(p2p_ll_max_bytes_per_peer=-1), "p2p_ll_max_bytes_per_peer"),
+    (lambda c: c.pop("command"), "collectives.command"),  # a fit names its table and its command
+])
+def test_bad_collectives_name_the_family_file_and_key(tmp_path, edit, key):
+    # the fitted collective constants live in the family file (hwdesc/families/hopper.yaml)
+    folder = tmp_path / "families"
+    shutil.copytree(hwdesc.loader.families_dir(), folder)
+    raw = yaml.safe_load((folder / "hopper.yaml").read_text())
+    edit(raw["collectives"])
+    (folder / "hopper.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(HwdescError, match=r"hopper\.yaml: .*" + key.replace(".", r"\.")):
+        hwdesc.loader.load_family("hopper", folder)
 
 
 def test_a_descriptor_without_interconnect_still_loads(tmp_path):
@@ -85,22 +98,32 @@ def test_a_descriptor_without_interconnect_still_loads(tmp_path):
 
 
 def test_writer_round_trips_the_constants(tmp_path):
-    shutil.copy(hwdesc.bundled_dir() / "h100-sxm.yaml", tmp_path / "h100-sxm.yaml")
+    # the writer replaces the `collectives` of the family files holding one: Hopper's (the fit) and
+    # Blackwell's (the fit carried over, NVLS scaled); Ampere and sm_120 inherit Hopper's
+    shutil.copytree(hwdesc.loader.families_dir(), tmp_path / "families")
+    folder = tmp_path / "families"
     consts = {"nccl": {op: {"simple": {"alpha_s": 1e-5, "step_s": 1e-6, "bus_efficiency": [0.5, 0.6, 0.7]}}
                        for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
               "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8},
               "custom": {"oneshot": {"alpha_s": 3e-6, "step_s": 1e-7, "bus_efficiency": 0.6}}}
-    assert comm_constants.write(consts, tmp_path) == ["h100-sxm.yaml"]
-    comm_constants.write(consts, tmp_path)  # idempotent: replaces, never duplicates
-    text = (tmp_path / "h100-sxm.yaml").read_text()
-    assert text.count("  collectives:") == 1
-    c = hwdesc.load_file(tmp_path / "h100-sxm.yaml").interconnect.collectives
+    written = ["families/blackwell.yaml", "families/hopper.yaml"]
+    fit = {"fitted_on": "../shared/calibration/h100_sxm/nccl.csv.gz", "command": "python tools/x.py"}
+    assert comm_constants.write(consts, tmp_path, **fit) == written
+    assert comm_constants.write(consts, tmp_path, **fit) == written  # idempotent: replaces, never duplicates
+    text = (folder / "hopper.yaml").read_text()
+    assert text.count("\ncollectives:") == 1 and text.count("\nefficiency:") == 1
+    assert 'command: "python tools/x.py"' in text
+    c = hwdesc.load_file(hwdesc.bundled_dir() / "h100-sxm.yaml", families=folder).interconnect.collectives
     assert c.nccl["all_reduce"]["simple"].bus_efficiency == (0.5, 0.6, 0.7)
     assert set(c.nccl["all_reduce"]) == {"simple"} and set(c.custom) == {"oneshot"}
     assert c.nvls.alpha_s == 5e-5
     assert c.p2p_ll_max_bytes_per_peer is None  # not fitted: the all-to-all takes its fastest line
+    a100 = hwdesc.load_file(hwdesc.bundled_dir() / "a100.yaml", families=folder).interconnect.collectives
+    assert a100.nvls.bus_efficiency == (0.6,)  # inherited from hopper
+    b200 = hwdesc.load_file(hwdesc.bundled_dir() / "b200.yaml", families=folder).interconnect.collectives
+    assert b200.nvls.bus_efficiency == (round(0.6 * 0.74 / 0.85, 3),)  # NCCL's nvlsEfficiency ratio
     comm_constants.write({**consts, "p2p_ll_max_bytes_per_peer": 32768}, tmp_path)
-    c = hwdesc.load_file(tmp_path / "h100-sxm.yaml").interconnect.collectives
+    c = hwdesc.load_file(hwdesc.bundled_dir() / "h100-sxm.yaml", families=folder).interconnect.collectives
     assert c.p2p_ll_max_bytes_per_peer == 32768
 
 
