@@ -3,11 +3,13 @@
 The consistency test reads a few rows of the H100 calibration tables (skipped where they are absent);
 the estimator itself never reads them."""
 
+import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 import hwdesc
 from estimator.pricing.menu import menu_for
@@ -40,28 +42,79 @@ def test_rounded_keeps_three_significant_digits():
     assert calibrate.rounded({"a": 0.81934, "b": 1.7649e-6}) == {"a": 0.819, "b": 1.76e-6}
 
 
+def _families(tmp_path: Path) -> Path:
+    shutil.copytree(hwdesc.loader.families_dir(), tmp_path / "families")
+    return tmp_path / "families"
+
+
+def _load(arch: str, families: Path) -> hwdesc.HardwareDescriptor:
+    return hwdesc.load_file(hwdesc.bundled_dir() / f"{arch}.yaml", families=families)
+
+
 def test_write_descriptors_replaces_whole_entries(tmp_path):
-    src = hwdesc.bundled_dir() / "h100-sxm.yaml"
-    (tmp_path / "h100-sxm.yaml").write_text(src.read_text())
-    calibrate.write_descriptors({"tensor": 0.5, "launch_s": 1.23e-6}, tmp_path)
-    hw = hwdesc.load_file(tmp_path / "h100-sxm.yaml")  # still a valid descriptor
-    assert hw.efficiency["tensor"] == 0.5 and hw.efficiency["launch_s"] == 1.23e-6
-    assert hw.sources["efficiency.tensor"] == calibrate.SOURCE
-    block = (tmp_path / "h100-sxm.yaml").read_text().split("\nefficiency:\n")[1]
-    assert block.count("source:") == block.count("value:")  # one source per entry, none left over
+    # --write puts the fit into the fitted GPU's family file (hwdesc/families/hopper.yaml), with the
+    # tables and the command that fitted it; every Hopper SKU reads it
+    families = _families(tmp_path)
+    tables = calibrate.tables_of(calibrate.ROOT.parent / "t", "gemm.csv.gz", rows="bf16 GEMM rows")
+    fit = {"fitted_on": tables, "command": "python tools/calibrate.py --write"}
+    assert fit["fitted_on"] == "../t/gemm.csv.gz (bf16 GEMM rows)"  # from the repository root, no dev path
+    written = calibrate.write_descriptors({"tensor": 0.5, "launch_s": 1.23e-6, "cuda": 2e-1}, tmp_path,
+                                          family="hopper", **fit)
+    assert written == ["families/hopper.yaml"]
+    for arch in ("h100-sxm", "h200"):
+        hw = _load(arch, families)  # still valid
+        assert hw.efficiency["tensor"] == 0.5 and hw.efficiency["launch_s"] == 1.23e-6
+        assert hw.sources["efficiency.tensor"] == calibrate.source_line("hopper")
+    text = (families / "hopper.yaml").read_text()
+    block = text.split("\nefficiency:\n")[1]
+    # one source, table and command per entry, none left over (cuda's `confidence: low` is gone with it)
+    assert block.count("source:") == block.count("value:") == 29
+    assert block.count('    command: "python tools/calibrate.py --write"') == 3
+    assert block.count("fitted_on:") == block.count("command:")
+    cuda = block.split("  cuda:")[1].split("  sfu:")[0]
+    assert cuda.startswith("\n    value: 0.2\n") and "not a fit" not in cuda and "confidence" not in cuda
+    assert text.count("\ncollectives:") == 1  # the collectives are left as they are
+    # written again: the same file (idempotent)
+    calibrate.write_descriptors({"tensor": 0.5, "launch_s": 1.23e-6, "cuda": 2e-1}, tmp_path, family="hopper",
+                                **fit)
+    assert (families / "hopper.yaml").read_text() == text
+    # YAML 1.1 readers (yaml.safe_load) see numbers: `2.0e-06`, not `2e-06`
+    calibrate.write_descriptors({"launch_s": 2e-6}, tmp_path, family="hopper", **fit)
+    raw = yaml.safe_load((families / "hopper.yaml").read_text())
+    assert raw["efficiency"]["launch_s"]["value"] == 2e-6
 
 
-def test_write_descriptors_of_one_family(tmp_path):
-    # the fp8 fit (--fp8 --write) goes to the fitted GPU's family only: h200 (hopper) gets it, b200 not
-    for name in ("h200", "b200"):
-        (tmp_path / f"{name}.yaml").write_text((hwdesc.bundled_dir() / f"{name}.yaml").read_text())
-    before = hwdesc.load_file(tmp_path / "b200.yaml").efficiency["tensor_fp8"]
-    assert calibrate.write_descriptors({"tensor_fp8": 0.123}, tmp_path, family="hopper") == ["h200.yaml"]
-    assert hwdesc.load_file(tmp_path / "h200.yaml").efficiency["tensor_fp8"] == 0.123
-    assert hwdesc.load_file(tmp_path / "b200.yaml").efficiency["tensor_fp8"] == before
-    # and its source says where it is carried: the family, not every GPU
-    text = (tmp_path / "h200.yaml").read_text()
-    assert "the same on every hopper GPU (written to that family only)" in text
+def test_a_hopper_fit_reaches_the_families_inheriting_it(tmp_path):
+    families = _families(tmp_path)
+    fit = {"fitted_on": "t.csv", "command": "python tools/calibrate.py --write"}
+    before = _load("b200", families).efficiency["tensor_fp8"]
+    calibrate.write_descriptors({"tensor": 0.5, "tensor_fp8": 0.123, "block_scale_oob_s": 1e-11}, tmp_path,
+                                family="hopper", **fit)
+    assert _load("h200", families).efficiency["tensor_fp8"] == 0.123
+    assert _load("b200", families).efficiency["tensor"] == 0.5  # inherited
+    assert _load("b200", families).efficiency["tensor_fp8"] == before  # Blackwell's own
+    assert "block_scale_oob_s" not in _load("a100", families).efficiency  # inherits.except
+
+
+def test_a_blackwell_fit_goes_to_its_family_file(tmp_path):
+    # the next issue: fitted on B200 tables, `--arch b200 --write` gives every Blackwell SKU its values
+    families = _families(tmp_path)
+    fit = {"fitted_on": "../shared/calibration/b200_sxm/gemm.csv.gz", "command": "python tools/calibrate.py "
+           "--arch b200 --data ../shared/calibration/b200_sxm --write"}
+    assert calibrate.write_descriptors({"tensor": 0.77}, tmp_path, family="blackwell",
+                                       **fit) == ["families/blackwell.yaml"]
+    assert {_load(a, families).efficiency["tensor"] for a in ("b200", "gb200", "b300")} == {0.77}
+    assert _load("h100-sxm", families).efficiency["tensor"] == 0.829  # Hopper's own, untouched
+    assert _load("rtx-5090", families).efficiency["tensor"] == 0.829  # sm_120 still inherits Hopper
+    raw = yaml.safe_load((families / "blackwell.yaml").read_text())
+    assert raw["efficiency"]["tensor"]["fitted_on"] == fit["fitted_on"]
+    assert raw["collectives"]["nvls"]["bus_efficiency"] == 0.52  # the rest of the file as it was
+
+
+def test_write_descriptors_refuses_a_family_without_a_file(tmp_path):
+    _families(tmp_path)
+    with pytest.raises(SystemExit, match="no family file"):
+        calibrate.write_descriptors({"tensor": 0.5}, tmp_path, family="volta", fitted_on="t", command="c")
 
 
 @needs_data
