@@ -390,7 +390,10 @@ def write_descriptors(consts: dict, directory: Path | None = None, *, family: st
     path = (directory or hwdesc.bundled_dir()) / "families" / f"{family}.yaml"
     if not path.is_file():
         raise SystemExit(f"error: --write: no family file {path} for the fitted GPU's family {family!r}")
-    command = command or "python tools/calibrate.py " + shlex.join(sys.argv[1:])
+    if command is None:  # the running command line, its paths from the repository root (no dev path)
+        argv = [os.path.relpath(a, ROOT) if os.path.isabs(a) and os.path.exists(a) else a
+                for a in sys.argv[1:]]
+        command = "python tools/calibrate.py " + shlex.join(argv)
     text = path.read_text()
     head, sep, rest = text.partition("\nefficiency:\n")
     if not sep:  # a family inheriting every constant so far: its first own ones
