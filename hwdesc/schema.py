@@ -2,7 +2,9 @@
 
 A descriptor file maps each hardware figure to `{value: <number>, source: "<where from>"}` plus an
 optional `confidence` and `note`; units live in the key names. The validator names the file and the
-dotted key of the first thing it rejects, so a typo in a user's YAML is one readable line.
+dotted key of the first thing it rejects, so a typo in a user's YAML is one readable line. A GPU's
+`efficiency` constants (and its `interconnect.collectives`) are its family's: hwdesc/family.py merges
+them in from hwdesc/families/<family>.yaml before `validate` sees the mapping.
 """
 
 from __future__ import annotations
