@@ -13,7 +13,8 @@ constants.
       collectives: {source: ..., nccl: {...}, nvls: {...}, custom: {...}}  # fitted, see below
 
 `collectives` holds the constants of estimator/pricing/collectives.py, fitted by tools/calibrate_comm.py on
-the H100 tables and written into every descriptor: latencies in seconds and bus efficiencies as
+the H100 tables and written into the family files (hwdesc/families/<family>.yaml; a SKU file gives none,
+hwdesc/family.py merges its family's in): latencies in seconds and bus efficiencies as
 fractions of this GPU's own link bandwidth (so they carry over to another GPU through its bandwidth).
     nccl:   {<op>: {<protocol>: {alpha_s, step_s, bus_efficiency: [at 2, 4, 8 GPUs]}}}
             op in all_reduce, all_gather, reduce_scatter, all_to_all; protocol in ll, ll128, simple
