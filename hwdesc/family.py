@@ -65,10 +65,7 @@ class Family:
     path: str  # as shown in messages: hwdesc/families/<name>.yaml
     efficiency: Mapping[str, Mapping[str, Any]]  # key -> {value, source, fitted_on?, command?, ...}
     collectives: Mapping[str, Any] | None  # the `interconnect.collectives` node; None: the family has none
-    inherits: str | None = None
-
-    def constant(self, key: str) -> float:
-        return float(self.efficiency[key]["value"])
+    inherits: str | None = None  # the family whose constants this one carries where it has none
 
 
 def parse(raw: Any, path: str, name: str, parent: Callable[[str], Family]) -> Family:
@@ -86,9 +83,11 @@ def parse(raw: Any, path: str, name: str, parent: Callable[[str], Family]) -> Fa
     collectives = _collectives(v, raw["collectives"]) if raw.get("collectives") is not None else None
     efficiency, inherited_from = dict(own), None
     if "inherits" in raw:
-        inherited_from, base = _inherited(v, raw["inherits"], name, parent)
-        efficiency = {**base, **own}
-        collectives = collectives if collectives is not None else parent(inherited_from).collectives
+        base, carried, why = _inherited(v, raw["inherits"], name, parent)
+        efficiency, inherited_from = {**carried, **own}, base.name
+        if collectives is None and base.collectives is not None:
+            source = _carried(why, base.collectives["source"], base)
+            collectives = MappingProxyType({**base.collectives, "source": source})
     missing = [k for k in EFFICIENCY_KEYS if k not in efficiency]
     if missing:
         raise v.fail(f"efficiency.{missing[0]}", "missing (every family gives it, or inherits it)")
@@ -137,8 +136,9 @@ def _collectives(v: Validator, node: Any) -> Mapping[str, Any]:
     return MappingProxyType(plain)
 
 
-def _inherited(v: Validator, node: Any, name: str,
-               parent: Callable[[str], Family]) -> tuple[str, dict[str, Mapping[str, Any]]]:
+def _inherited(v: Validator, node: Any, name: str, parent: Callable[[str], Family]
+               ) -> tuple[Family, dict[str, Mapping[str, Any]], str]:
+    """The parent family, the constants carried from it (`except` left out) and why they are."""
     node = v.mapping(node, "inherits")
     unknown = sorted(set(node) - _INHERITS_KEYS)
     if unknown:
@@ -159,11 +159,14 @@ def _inherited(v: Validator, node: Any, name: str,
     for k in skip:
         if k not in base.efficiency:
             raise v.fail("inherits.except", f"{k!r} is not a constant of {base.path}")
-    carried = {}
-    for k, fig in base.efficiency.items():
-        if k not in skip:
-            carried[k] = MappingProxyType({**fig, "source": f"{why}: {fig['source']} ({base.path})"})
-    return base_name, carried
+    carried = {k: MappingProxyType({**fig, "source": _carried(why, fig["source"], base)})
+               for k, fig in base.efficiency.items() if k not in skip}
+    return base, carried, why
+
+
+def _carried(why: str, source: str, base: Family) -> str:
+    """The source of an inherited constant: why, then where it came from."""
+    return f"{why}: {source} ({base.path})"
 
 
 def merge(raw: Any, path: str, family_of: Callable[[str], Family], bundled: bool) -> Any:
