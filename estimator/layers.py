@@ -37,8 +37,8 @@ Why this order (the code's own dependencies, not only the design sketch's list):
 from __future__ import annotations
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("core", ("estimator.layers", "estimator.errors", "estimator.dtypes", "estimator.ops", "estimator.symmath",
-              "estimator.gc_pause", "estimator.ir")),
+    ("core", ("estimator.layers", "estimator.errors", "estimator.dtypes", "estimator.ops",
+              "estimator.symmath", "estimator.gc_pause", "estimator.ir")),
     ("hwdesc", ("hwdesc",)),
     ("inputs", ("estimator.frontends", "models", "estimator.sass")),
     ("cost", ("estimator.cost", "estimator.fused", "estimator.kernel")),

@@ -192,7 +192,8 @@ def layer_of(module: str, layers: Sequence[tuple[str, Sequence[str]]]) -> int | 
         for prefix in prefixes:
             if prefix == f"{module}.__init__":
                 return i
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+            covers = module == prefix or module.startswith(prefix + ".")
+            if covers and (best is None or len(prefix) > best[0]):
                 best = (len(prefix), i)
     return None if best is None else best[1]
 

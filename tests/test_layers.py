@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from importgraph import Edge, cycle_path, cycles, import_graph, imports_of, layer_of, modules_under, unplaced, upward
+import importgraph as ig
 
 from estimator.layers import LAYERS
 
@@ -18,12 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ["estimator", "passes", "hwdesc", "models", "tools"]
 
 
-def _edges() -> list[Edge]:
-    return import_graph(ROOT, PACKAGES)
+def _edges() -> list[ig.Edge]:
+    return ig.import_graph(ROOT, PACKAGES)
 
 
 def test_every_module_has_a_layer():
-    missing = unplaced(modules_under(ROOT, PACKAGES), LAYERS)
+    missing = ig.unplaced(ig.modules_under(ROOT, PACKAGES), LAYERS)
     assert not missing, f"place these modules in a layer of estimator/layers.py: {', '.join(missing)}"
 
 
@@ -34,14 +34,14 @@ def test_a_prefix_is_named_once():
 
 def test_no_import_cycle():
     edges = _edges()
-    found = cycles(edges)
-    lines = [f"{' <-> '.join(c)}: " + "; ".join(str(e) for e in cycle_path(edges, c)) for c in found]
+    found = ig.cycles(edges)
+    lines = [f"{' <-> '.join(c)}: " + "; ".join(str(e) for e in ig.cycle_path(edges, c)) for c in found]
     assert not found, f"{len(found)} import cycles:\n" + "\n".join(lines)
 
 
 def test_no_import_goes_up_a_layer():
-    bad = upward(_edges(), LAYERS)
-    lines = [f"{e} [{LAYERS[layer_of(e.source, LAYERS)][0]} -> {LAYERS[layer_of(e.target, LAYERS)][0]}]"
+    bad = ig.upward(_edges(), LAYERS)
+    lines = [f"{e} [{LAYERS[ig.layer_of(e.source, LAYERS)][0]} -> {LAYERS[ig.layer_of(e.target, LAYERS)][0]}]"
              for e in bad]
     assert not bad, f"{len(bad)} imports from a lower layer into a higher one:\n" + "\n".join(lines)
 
@@ -59,11 +59,11 @@ FAKE = {
 FAKE_LAYERS = (("low", ("pkg.low", "pkg.sub", "pkg.__init__")), ("high", ("pkg.high", "pkg.mid")))
 
 
-def _fake(tmp_path: Path) -> list[Edge]:
+def _fake(tmp_path: Path) -> list[ig.Edge]:
     for name, text in FAKE.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    return import_graph(tmp_path, ["pkg"])
+    return ig.import_graph(tmp_path, ["pkg"])
 
 
 def test_checker_reads_every_kind_of_import(tmp_path):
@@ -80,22 +80,22 @@ def test_checker_reads_every_kind_of_import(tmp_path):
 
 def test_checker_finds_the_cycle_and_the_upward_import(tmp_path):
     edges = _fake(tmp_path)
-    assert cycles(edges) == [["pkg.high", "pkg.low", "pkg.mid"]]
-    walk = cycle_path(edges, ["pkg.high", "pkg.low", "pkg.mid"])
+    assert ig.cycles(edges) == [["pkg.high", "pkg.low", "pkg.mid"]]
+    walk = ig.cycle_path(edges, ["pkg.high", "pkg.low", "pkg.mid"])
     assert [e.source for e in walk] == ["pkg.high", "pkg.low"] and walk[-1].target == "pkg.high"
-    up = upward(edges, FAKE_LAYERS)
+    up = ig.upward(edges, FAKE_LAYERS)
     assert [(e.source, e.target, e.path, e.line) for e in up] == [("pkg.low", "pkg.high", "pkg/low.py", 4)]
 
 
 def test_checker_layer_prefixes():
-    assert layer_of("pkg", FAKE_LAYERS) == 0  # pkg.__init__ names the package alone...
-    assert layer_of("pkg.other", FAKE_LAYERS) is None  # ...not its modules
-    assert layer_of("pkg.sub.leaf", FAKE_LAYERS) == 0
-    assert layer_of("pkg.high.x", FAKE_LAYERS) == 1
-    assert layer_of("pkg.highest", FAKE_LAYERS) is None  # a prefix ends at a dot
-    assert unplaced(["pkg.low", "pkg.other"], FAKE_LAYERS) == ["pkg.other"]
+    assert ig.layer_of("pkg", FAKE_LAYERS) == 0  # pkg.__init__ names the package alone...
+    assert ig.layer_of("pkg.other", FAKE_LAYERS) is None  # ...not its modules
+    assert ig.layer_of("pkg.sub.leaf", FAKE_LAYERS) == 0
+    assert ig.layer_of("pkg.high.x", FAKE_LAYERS) == 1
+    assert ig.layer_of("pkg.highest", FAKE_LAYERS) is None  # a prefix ends at a dot
+    assert ig.unplaced(["pkg.low", "pkg.other"], FAKE_LAYERS) == ["pkg.other"]
 
 
 def test_from_package_import_name_is_an_edge_to_the_package():
-    edges = imports_of("a.b", "from a import c\nfrom a import d\n", False, {"a", "a.b", "a.d"}, "a/b.py")
+    edges = ig.imports_of("a.b", "from a import c\nfrom a import d\n", False, {"a", "a.b", "a.d"}, "a/b.py")
     assert [(e.target, e.line) for e in edges] == [("a", 1), ("a.d", 2)]
