@@ -10,7 +10,8 @@ design problem as one that calls it. So there is no kind of import the checks sk
 `from x import y` is an edge to `x.y` when `x.y` is a module of the graph, else to `x` (a name defined
 there). An edge to a package is an edge to its `__init__.py`; importing `a.b.c` also runs `a/__init__.py`
 and `a/b/__init__.py`, but those edges are not drawn: a package's `__init__` that imports its own modules
-would otherwise make every module of it a cycle.
+would otherwise make every module of it a cycle. An import by a computed name
+(`importlib.import_module(name)`: estimator/cli/main.py finds its modes so) is not seen.
 """
 
 from __future__ import annotations
@@ -87,8 +88,10 @@ def imports_of(module: str, source: str, is_package: bool, known: set[str], path
                 targets.append(sub if sub in known else base)
         for target in targets:
             owner = _owner(target, known)
-            edge = Edge(module, owner or "", path, node.lineno)
-            if owner is not None and owner != module and edge not in edges:
+            if owner is None or owner == module:
+                continue  # outside the graph (stdlib, third party), or a module importing itself
+            edge = Edge(module, owner, path, node.lineno)
+            if edge not in edges:  # `from x import a, b` is one edge
                 edges.append(edge)
     return sorted(edges, key=lambda e: (e.line, e.target))
 
