@@ -118,6 +118,21 @@ class Node:
         return self.op_type if self.domain in ("", "ai.onnx") else f"{self.domain}.{self.op_type}"
 
 
+# A fused node (what the fusion passes make, passes/graph_edit.py) is a Node of this op in this domain;
+# its `body` holds its member nodes. Here beside Node, as lowering (estimator/kernel.py) and the reports
+# ask what a node is without the passes.
+FUSED_OP, FUSED_DOMAIN = "Fused", "estimator"
+
+
+def is_fused(node: Node) -> bool:
+    return node.op_type == FUSED_OP and node.domain == FUSED_DOMAIN
+
+
+def members(node: Node) -> tuple[Node, ...]:
+    """The nodes a kernel of `node` runs: a fused node's body, else the node itself."""
+    return node.body if is_fused(node) else (node,)
+
+
 class Graph:
     """Nodes in a networkx DiGraph keyed by node name (attribute ``node``), producer -> consumer edges
     labelled with the tensors they carry. Tensors live in `tensors`. Passes build new Graphs (or say

@@ -17,9 +17,8 @@ from estimator import symmath
 from estimator.cost.registry import CostError, OpView, Work, lookup
 from estimator.dtypes import DtypeError
 from estimator.fused import fused_work
-from estimator.ir import Graph, Node, Tensor
+from estimator.ir import Graph, Node, Tensor, is_fused, members
 from estimator.ops import CONTROL_FLOW, kind_of
-from passes.graph_edit import is_fused, members
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ NB: a static scale (the calibrated input_scale) is assumed: no amax pass over th
 dynamic per-tensor scale would add one reduction kernel per quantization. A linear is a MatMul / Gemm
 whose B input is the weight itself: one that reads its weight through a Transpose node is not
 recognised and stays at the activation dtype. The KV cache is recognised by name (past_key_values.*,
-present.*, as the exporters and models/ name it, like report/recommend.kv_tensors).
+present.*, as the exporters and models/ name it, like report/recommendation.kv_tensors).
 """
 
 from __future__ import annotations

@@ -27,34 +27,12 @@ from passes.graph_edit import (
     Group,
     convexity_violation,
     is_fused,
-    is_host,
-    is_weight,
     producer,
 )
+from passes.moe_gathers import GATHERS, ID_VIEWS, gathers_expert_rows, ids_root
 from passes.pipeline import PassResult, register_pass
 
 RULE = "fuse-moe"
-GATHERS = frozenset({"Gather", "GatherND"})
-# Ops between TopK's indices and the Gather (flattening, casts): walked through to find k and T.
-ID_VIEWS = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Cast", "Identity"})
-
-
-def _gathers_expert_rows(graph: Graph, node: Node, rank: int) -> bool:
-    """A Gather(axis 0) / GatherND(batch_dims 0, one index per row) of a rank-`rank` weight by
-    run-time ids."""
-    if node.op_type not in GATHERS or len(node.inputs) < 2:
-        return False
-    w, ids = node.inputs[0], node.inputs[1]
-    wt = graph.tensors.get(w)
-    if not is_weight(graph, w) or wt is None or wt.shape is None or len(wt.shape) != rank:
-        return False
-    if is_host(graph, ids) or is_weight(graph, ids):
-        return False
-    if node.op_type == "Gather":
-        return int(node.attrs.get("axis", 0)) == 0
-    it = graph.tensors.get(ids)
-    return (int(node.attrs.get("batch_dims", 0)) == 0 and it is not None and it.shape is not None
-            and bool(it.shape) and it.shape[-1] == 1)
 
 
 def routing(graph: Graph, ids: str, budget: int = 8) -> tuple[sympy.Expr, sympy.Expr] | None:
@@ -89,23 +67,16 @@ def _bias_epilogue(graph: Graph, cons: Consumers, out: str, ids: str) -> list[No
         return nodes
     other = next((t for t in c.inputs if t != out), None)
     g = producer(graph, other) if other else None
-    if g is None or not _gathers_expert_rows(graph, g, 2) or cons.only(other) is None:
+    if g is None or not gathers_expert_rows(graph, g, 2) or cons.only(other) is None:
         return nodes
-    if _ids_root(graph, g.inputs[1]) != _ids_root(graph, ids):
+    if ids_root(graph, g.inputs[1]) != ids_root(graph, ids):
         return nodes
     return [*nodes, g, c]
 
 
-def _ids_root(graph: Graph, ids: str) -> str:
-    tensor = ids
-    while (p := producer(graph, tensor)) is not None and p.op_type in ID_VIEWS:
-        tensor = p.inputs[0]
-    return tensor
-
-
 def match(graph: Graph, cons: Consumers, gather: Node) -> Group | str | None:
     """The grouped-GEMM group anchored at an expert-weight Gather, a near-miss reason, or None."""
-    if not _gathers_expert_rows(graph, gather, 3):
+    if not gathers_expert_rows(graph, gather, 3):
         return None
     nodes = [gather]
     out = gather.outputs[0]

@@ -1,11 +1,11 @@
 """Graph surgery shared by the fusion rules: consumers, convexity, and replacing a group of nodes by
 one fused node.
 
-A fused node has op_type "Fused" in domain "estimator"; its `body` holds the member nodes (flattened:
-fusing a fused node splices its members in), its inputs are the tensors its members read that no
-member produces, its outputs the tensors members produce that are graph outputs or read outside the
-group. Its attrs carry the `rules` that built it and its kernel `kind`; an attention group also
-carries `attention` (the flash-attention core, see estimator/fused.py).
+A fused node has op_type "Fused" in domain "estimator" (`is_fused`, `members`: estimator/ir.py); its
+`body` holds the member nodes (flattened: fusing a fused node splices its members in), its inputs are
+the tensors its members read that no member produces, its outputs the tensors members produce that are
+graph outputs or read outside the group. Its attrs carry the `rules` that built it and its kernel
+`kind`; an attention group also carries `attention` (the flash-attention core, see estimator/fused.py).
 """
 
 from __future__ import annotations
@@ -14,25 +14,15 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from estimator.ir import Graph, Node
+from estimator.ir import FUSED_DOMAIN, FUSED_OP, Graph, Node, is_fused, members
 from estimator.ops import kind_of
-
-FUSED_OP, FUSED_DOMAIN = "Fused", "estimator"
 
 # Which kind a multi-kind group reports, strongest first.
 _KIND_PRIORITY = ("attention", "matmul", "conv", "norm", "rotary", "reduction", "elementwise", "movement")
 
 
-def is_fused(node: Node) -> bool:
-    return node.op_type == FUSED_OP and node.domain == FUSED_DOMAIN
-
-
 def node_kind(node: Node) -> str:
     return node.attrs["kind"] if is_fused(node) else kind_of(node.op_type)
-
-
-def members(node: Node) -> tuple[Node, ...]:
-    return node.body if is_fused(node) else (node,)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@
 #   Gather(W_gu[E, 2I/m, h]) -> MatMul -> act -> Gather(W_d[E, h, I/m]) -> MatMul -> combine -> AllReduce
 Counting rules (one GPU's graph, called by passes/shard_tp.py with the group's --tp):
 - A *MoE block* is the MatMuls that read gathered expert weights (a Gather / GatherND of a rank-3
-  weight by run-time ids, passes/fuse_moe.py's pattern) sharing one ids tensor; the first in graph order
-  is the column projection (gate/up), the last the row projection (down).
+  weight by run-time ids, passes/moe_gathers.py) sharing one ids tensor; the first in graph order is
+  the column projection (gate/up), the last the row projection (down).
 - The experts' width is split m = tp / ep ways, ep being the `group_size` of the dispatch `AllToAll`
   that feeds the block (expert parallelism, models/decoder_moe.py; 1 without one): tp % ep == 0 or an
   error. m == 1 (ep == tp): the experts are already spread by expert parallelism and stay whole.
@@ -33,8 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.ir import Graph, Node
-from passes.fuse_moe import _gathers_expert_rows, _ids_root
 from passes.graph_edit import Consumers, producer
+from passes.moe_gathers import gathers_expert_rows, ids_root
+from passes.shard_error import ShardError
 
 # Ops between the row projection and the per-token sum (squeeze, bias, combine all-to-all, weights).
 _TO_COMBINE = frozenset({"Squeeze", "Unsqueeze", "Reshape", "Add", "Mul", "Cast", "AllToAll", "Identity"})
@@ -58,7 +59,7 @@ def _gathered_operand(graph: Graph, mm: Node) -> tuple[Node, int, tuple[int, ...
         if p is not None and p.op_type == "Transpose":
             perm = tuple(int(a) for a in p.attrs.get("perm", (0, 2, 1)))
             p = producer(graph, p.inputs[0])
-        if p is not None and _gathers_expert_rows(graph, p, 3):
+        if p is not None and gathers_expert_rows(graph, p, 3):
             return p, i, perm
     return None
 
@@ -96,7 +97,7 @@ def find_blocks(graph: Graph) -> list[MoeBlock]:
         found = _gathered_operand(graph, n)
         if found is not None:
             gather, operand, perm = found
-            by_ids.setdefault(_ids_root(graph, gather.inputs[1]), []).append((n, gather, operand, perm))
+            by_ids.setdefault(ids_root(graph, gather.inputs[1]), []).append((n, gather, operand, perm))
     blocks = []
     for projections in by_ids.values():
         if len(projections) < 2:
@@ -149,8 +150,6 @@ def combine_point(graph: Graph, cons: Consumers, block: MoeBlock) -> tuple[Node,
 
 def shard_block(ed, block: MoeBlock, tp: int) -> str:
     """Shard one block through shard_tp's editor `ed` (its .graph, .shard, .collective); the decision."""
-    from passes.shard_tp import ShardError
-
     graph = ed.graph
     where = block.column.name
     if tp % block.ep:
@@ -174,8 +173,6 @@ def shard_block(ed, block: MoeBlock, tp: int) -> str:
 
 def _shard_width(ed, cons: Consumers, block: MoeBlock, m: int) -> str:
     """Divide the experts' width m ways: weights, the gathered [pairs, a, b], the span, expert biases."""
-    from passes.shard_tp import ShardError
-
     graph = ed.graph
     sizes, (c_axis, c_size), (r_axis, r_size) = width_sizes(graph, block, m)
     for size in (c_size, r_size):
@@ -189,7 +186,7 @@ def _shard_width(ed, cons: Consumers, block: MoeBlock, m: int) -> str:
     for n in span(graph, cons, block):
         for t in n.inputs:
             p = producer(graph, t)
-            if p is not None and _gathers_expert_rows(graph, p, 2):  # an expert bias [E, 2I]
+            if p is not None and gathers_expert_rows(graph, p, 2):  # an expert bias [E, 2I]
                 ed.shard(p.inputs[0], sizes, 1)
                 ed.shard(t, sizes, 1)
         for t in n.outputs:

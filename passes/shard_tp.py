@@ -38,18 +38,14 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 
-from estimator.errors import UserError
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import ATTENTION, NORMALIZATION, REDUCTION
 from passes.graph_edit import Consumers
+from passes.shard_error import ShardError
 from passes.shard_moe import find_blocks, shard_block
 
 COMM_DOMAIN = "com.microsoft"
 _INT_DTYPES = ("int32", "int64")
-
-
-class ShardError(UserError):
-    """The graph cannot be sharded as asked (names the node and the reason)."""
 
 
 @dataclass(frozen=True)

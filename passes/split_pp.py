@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import sympy
 
 from estimator.ir import Graph, Node
-from passes.shard_tp import ShardError
+from passes.shard_error import ShardError
 
 LAYER = re.compile(r"layers\.(\d+)(?:[./]|$)")
 SEND_DOMAIN = "estimator"

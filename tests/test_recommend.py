@@ -17,16 +17,8 @@ import models
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.report import findings
-from estimator.report.recommend import (
-    RECOMMENDERS,
-    Context,
-    Recommendation,
-    considered,
-    kv_tensors,
-    recommend,
-    recommender,
-    shown,
-)
+from estimator.report.recommend import considered, recommend, shown
+from estimator.report.recommendation import RECOMMENDERS, Context, Recommendation, kv_tensors, recommender
 from estimator.report.table import to_json
 from onnxutil import matmul_model
 from passes import STRATEGIES, pipeline_for

@@ -155,7 +155,7 @@ def test_cuda_graphs_nothing_for_a_graphed_decode_and_nothing_without_serve():
 
 
 def test_serve_throughput_picks_the_best_point_within_the_tpot_target():
-    from estimator.serve.recommend import _candidates
+    from estimator.report.serve_recommend import _candidates
 
     sv = serving(tp=2, concurrency=8, fw_name="vllm")
     recs = considered(context(sv), ["serve-throughput"])

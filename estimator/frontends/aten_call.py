@@ -15,8 +15,11 @@ from typing import Any
 
 import sympy
 
-from estimator.frontends.aten_registry import UnmappableError
 from estimator.ir import Node, Tensor
+
+
+class UnmappableError(Exception):
+    """A handler cannot express this op; the reader falls back to a generic ``aten.*`` Node."""
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,8 @@ and aten_ops_movement hold the rest. Handlers see operands through `aten_call.Ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from estimator.frontends.aten_registry import Handler, UnmappableError, aten
-
-if TYPE_CHECKING:
-    from estimator.frontends.aten_call import Call
+from estimator.frontends.aten_call import Call, UnmappableError
+from estimator.frontends.aten_registry import Handler, aten
 
 # ---- elementwise --------------------------------------------------------------------------------
 

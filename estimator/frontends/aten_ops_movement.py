@@ -1,17 +1,13 @@
 """aten views, layout changes, data movement, casts and factories -> Reshape / Transpose / Expand /
 Concat / Slice / Gather / Split / Pad / Cast ... Metadata-only ops (clone, contiguous, detach, eval-mode
 dropout, a same-dtype copy) alias their input; factories (arange, zeros, full_like...) become Range /
-ConstantOfShape with no tensor input, host constants. Registered by importing aten_ops."""
+ConstantOfShape with no tensor input, host constants. Registered on import (mlir_reader.py imports the
+families)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from estimator.frontends.aten_registry import UnmappableError, aten
-
-if TYPE_CHECKING:
-    from estimator.frontends.aten_call import Call
-
+from estimator.frontends.aten_call import Call, UnmappableError
+from estimator.frontends.aten_registry import aten
 
 # ---- views, layout and data movement --------------------------------------------------------------
 

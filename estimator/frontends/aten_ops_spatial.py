@@ -1,16 +1,12 @@
 """aten convolutions, pooling and resampling -> Conv / ConvTranspose / MaxPool / AveragePool /
 Global*Pool / Resize / DepthToSpace, with the attributes estimator/cost/conv.py reads (kernel_shape,
-strides, symmetric pads or auto_pad, dilations, group, ceil_mode). Registered by importing aten_ops."""
+strides, symmetric pads or auto_pad, dilations, group, ceil_mode). Registered on import (mlir_reader.py
+imports the families)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from estimator.frontends.aten_registry import UnmappableError, aten
-
-if TYPE_CHECKING:
-    from estimator.frontends.aten_call import Call
-
+from estimator.frontends.aten_call import Call, UnmappableError
+from estimator.frontends.aten_registry import aten
 
 # ---- convolution and pooling ---------------------------------------------------------------------
 

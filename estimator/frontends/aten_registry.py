@@ -1,7 +1,7 @@
 """The registry of the torch-mlir frontend's aten op table: `@aten("name", ...)` registers a handler,
 `lookup(key)` finds it. The families (`aten_ops`: math, `aten_ops_movement`, `aten_ops_spatial`) import
-this module and register on import; `HANDLERS` is complete once `load_families()` has run, so no family
-module imports another."""
+this module and register on import; `HANDLERS` is complete once mlir_reader.py, the one reader of the
+table, has imported them, so no family module imports another and this one imports none."""
 
 from __future__ import annotations
 
@@ -13,10 +13,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[["Call"], None]
 HANDLERS: dict[str, Handler] = {}
-
-
-class UnmappableError(Exception):
-    """A handler cannot express this op; the reader falls back to a generic ``aten.*`` Node."""
 
 
 def aten(*names: str) -> Callable[[Handler], Handler]:
@@ -42,7 +38,3 @@ def lookup(key: str) -> Handler | None:
         return HANDLERS.get(base[: -len("_copy")])
     return None
 
-
-def load_families() -> None:
-    """Import every handler family (each registers its handlers on import)."""
-    from estimator.frontends import aten_ops, aten_ops_movement, aten_ops_spatial  # noqa: F401

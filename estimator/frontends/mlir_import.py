@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from estimator.frontends.onnx_import import FrontendError
+from estimator.frontends.errors import FrontendError
 from estimator.ir import Graph
 
 MLIR_SUFFIXES = (".mlir", ".mlirbc")

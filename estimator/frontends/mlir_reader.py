@@ -29,13 +29,16 @@ from typing import Any
 
 import sympy
 
-from estimator.frontends import aten_registry, unify_dims
-from estimator.frontends.aten_call import Call, PendingList, TRef, generic, scalar_value
-from estimator.frontends.aten_registry import UnmappableError
+from estimator.frontends import (  # noqa: F401  (aten_ops*: the handler families register on import)
+    aten_ops,
+    aten_ops_movement,
+    aten_ops_spatial,
+    aten_registry,
+    unify_dims,
+)
+from estimator.frontends.aten_call import Call, PendingList, TRef, UnmappableError, generic, scalar_value
 from estimator.frontends.onnx_import import HOST_CONST_MAX_NUMEL, FrontendError
 from estimator.ir import Graph, Node, Shape, Tensor, dim
-
-aten_registry.load_families()
 
 OPSET = 23  # the ONNX semantics the emitted Nodes follow (Attention, RMSNormalization are opset 23)
 FOLDABLE = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity"})

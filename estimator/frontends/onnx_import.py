@@ -19,18 +19,15 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from estimator.dtypes import from_onnx
-from estimator.errors import UserError
 from estimator.frontends import quant_types, unify_dims
+from estimator.frontends.errors import FrontendError
+from estimator.frontends.validate_graph import validate_graph
 from estimator.ir import DimParseError, Graph, Node, Tensor, dim, parse_dim
 
 MIN_OPSET = 13
 # An initializer or Constant this small (elements) is a host-side value (axes, shape vectors, scalars
 # such as eps); anything bigger is a weight that lives in DRAM.
 HOST_CONST_MAX_NUMEL = 16
-
-
-class FrontendError(UserError):
-    """Bad input: the CLI prints it as one `error:` line and exits 2."""
 
 
 def load_model(path: str) -> onnx.ModelProto:
@@ -310,7 +307,6 @@ def import_model(model: onnx.ModelProto, builder_shapes: bool = True) -> Graph:
     builder's own, see builder_shaped) and IR construction for a loaded model; weights its metadata
     names in a stored format (MXFP4) get that dtype (stored_formats.py)."""
     from estimator.frontends import stored_formats
-    from estimator.frontends.validate_graph import validate_graph  # it imports FrontendError from here
 
     check_opset(model)
     validate_graph(model)

@@ -1,4 +1,5 @@
-"""Estimate a PyTorch module directly: torch.export -> torch-mlir's FX importer (torch dialect) -> IR.
+"""A PyTorch module as a Graph: torch.export -> torch-mlir's FX importer (torch dialect) -> IR, what
+`estimator.from_torch` estimates (estimator/__init__.py) and `estimate --torch` reads.
 
     from estimator import from_torch
     batch, seq = Dim("batch"), Dim("seq", min=2, max=4096)
@@ -134,16 +135,3 @@ def to_graph(module, example_args: Any, dynamic_shapes: Any = None, *, decompose
     mlir = export_module(module, example_args, dynamic_shapes, decompose=decompose)
     return import_module(mlir, type(module).__name__)
 
-
-def from_torch(module, example_args: Any, dynamic_shapes: Any = None, *, arch: Any = "h100-sxm",
-               decompose: bool = False, **estimate_kwargs: Any):
-    """Export, import and estimate `module` on `arch` (a SKU, alias, YAML path or HardwareDescriptor);
-    `estimate_kwargs` go to `estimator.estimate.estimate` (precision, dims, pipeline, strict)."""
-    import hwdesc
-    from estimator.estimate import estimate
-    from estimator.frontends.mlir_import import check_dim_ranges
-
-    graph = to_graph(module, example_args, dynamic_shapes, decompose=decompose)
-    check_dim_ranges(graph, estimate_kwargs.get("dims") or {})
-    hw = hwdesc.load(arch) if isinstance(arch, str) else arch
-    return estimate(graph, hw, **estimate_kwargs)

@@ -30,7 +30,7 @@ from collections import deque
 import onnx
 
 from estimator.dtypes import from_onnx
-from estimator.frontends.onnx_import import FrontendError
+from estimator.frontends.errors import FrontendError
 from estimator.ir import DimParseError, parse_dim
 
 # Raw bytes per element of the fixed-size types (the ones whose raw_data length is checkable).

@@ -29,7 +29,14 @@ import sympy
 
 from estimator.estimate import PricedKernel, Result, estimate
 from estimator.ir import Graph, Node, Tensor
-from estimator.report.recommend import Context, Recommendation, fmt_bytes, from_gain, recommender, seconds
+from estimator.report.recommendation import (
+    Context,
+    Recommendation,
+    fmt_bytes,
+    from_gain,
+    recommender,
+    seconds,
+)
 
 WAVE_EFF_MIN = 0.75  # NB: below this the last wave idles a quarter of the machine or more
 PAD_EFF_MIN = 0.9  # NB: below this a tenth of the tiles' MMA work is padding

@@ -9,9 +9,8 @@ from collections.abc import Callable, Iterable
 import sympy
 
 from estimator.estimate import Result
-from estimator.ir import Graph
+from estimator.ir import Graph, is_fused
 from estimator.report.table import show
-from passes.graph_edit import is_fused
 
 
 def _num(expr) -> float | None:

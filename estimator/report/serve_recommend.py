@@ -21,7 +21,7 @@ each TP is kept as a what-if; only the best of all is shown.
 
 from __future__ import annotations
 
-from estimator.report.recommend import Context, Recommendation, recommender
+from estimator.report.recommendation import Context, Recommendation, recommender
 
 TP_CHOICES = (1, 2, 4, 8)
 MAX_CONCURRENCY = 1024
