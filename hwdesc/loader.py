@@ -84,7 +84,7 @@ def load_file(path: Path) -> HardwareDescriptor:
 
 
 def _display_path(path: Path) -> str:
-    """`hwdesc/x.yaml` for bundled files, the path as given otherwise."""
+    """`hwdesc/<sku>.yaml` for bundled files, the path as given otherwise."""
     try:
         return path.resolve().relative_to(bundled_dir().parent).as_posix()
     except ValueError:
