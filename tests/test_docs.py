@@ -9,7 +9,9 @@ to the next `$ ` line or the end of the block, are its output as shown:
   a line that is only `…` stands for lines left out;
 - the expected exit status is 2 when the first shown line starts with `error:`, else 0.
 A command ending in `# not run: REASON` is shown and not executed (a GPU, torch-mlir or a file the repository
-does not hold); any other command that is not `estimate` must carry that mark. The command runs as
+does not hold); any other command that is not `estimate` must carry that mark. One ending in
+`# needs: PROGRAM` runs where PROGRAM is on the PATH (nvcc for `estimate sass` on a .cu) and is skipped
+elsewhere. The command runs as
 `python -m estimator.cli ARGS` in a scratch folder that links the repository's `tests`, `models` and
 `hwdesc`, so relative inputs resolve and the files an example writes (`--report out.html`) land there.
 The same command shown twice runs once.
@@ -19,8 +21,10 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ELLIPSIS = "\u2026"
 NOT_RUN = re.compile(r"\s+#\s*not run:\s*(.*)$")
+NEEDS = re.compile(r"\s+#\s*needs:\s*(\S+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Example:
     command: str  # as shown, continuation lines joined
     output: tuple[str, ...]
     not_run: str | None  # the reason, when marked
+    needs: str | None = None  # a program that must be on the PATH
 
 
 def _blocks(text: str):
@@ -75,7 +81,10 @@ def parse(text: str, page: str = "page") -> list[Example]:
             reason = m.group(1).strip() if m else None
             if m:
                 command = command[:m.start()]
-            examples.append(Example(where, command.strip(), tuple(output), reason))
+            n = NEEDS.search(command)
+            if n:
+                command = command[:n.start()]
+            examples.append(Example(where, command.strip(), tuple(output), reason, n.group(1) if n else None))
     return examples
 
 
@@ -130,14 +139,25 @@ def _scratch() -> Path:
     return folder
 
 
-@functools.cache
 def _run(command: str) -> tuple[int, str]:
     args = shlex.split(command)[1:]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               COLUMNS="200")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-m", "estimator.cli", *args], cwd=_scratch(), env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     return done.returncode, done.stdout
+
+
+@pytest.fixture(scope="module")
+def runs(request):
+    """The selected examples' commands, started together on every core (each is one process of ~1-3 s of
+    CPU, most of it imports), so the page set costs its CPU time over the cores, not its sum."""
+    selected = {item.callspec.params["ex"].command for item in request.session.items
+                if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("ex"), Example)
+                and not (item.callspec.params["ex"].needs and shutil.which(item.callspec.params["ex"].needs) is None)}
+    pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+    futures = {command: pool.submit(_run, command) for command in sorted(selected)}
+    yield lambda command: (futures.get(command) or pool.submit(_run, command)).result()
+    pool.shutdown(cancel_futures=True)
 
 
 EXAMPLES = _all_examples()
@@ -146,13 +166,15 @@ RUN = [ex for ex in EXAMPLES if ex.not_run is None]
 
 def test_the_parser_reads_the_convention():
     page = ("text\n```console\n$ estimate --model m \\\n    --top 2\ntotal 1 ms\n…\n  a …  b\n"
-            "$ estimate nope.onnx\nerror: no such file\n$ make demo  # not run: builds a venv\n```\n"
+            "$ estimate nope.onnx\nerror: no such file\n$ make demo  # not run: builds a venv\n"
+            "$ estimate sass k.cu  # needs: nvcc\nkernel k\n```\n"
             "```\n$ estimate ignored\n```\n")
-    first, second, third = parse(page)
+    first, second, third, fourth = parse(page)
     assert first.command == "estimate --model m --top 2" and first.where == "page:3"
     assert first.output == ("total 1 ms", ELLIPSIS, "  a …  b") and expected_status(first) == 0
     assert second.command == "estimate nope.onnx" and expected_status(second) == 2
     assert third.not_run == "builds a venv" and third.command == "make demo"
+    assert fourth.needs == "nvcc" and fourth.command == "estimate sass k.cu" and fourth.not_run is None
     real = "x\ntotal  1 ms\ny\nzz a q  b\n"
     assert missing_lines(first.output, real) == []
     assert missing_lines(("b", "total 1 ms"), "total 1 ms\nb\n") == ["total 1 ms"]  # order counts
@@ -170,8 +192,10 @@ def test_the_pages_hold_examples_and_mark_every_unrun_one():
 
 
 @pytest.mark.parametrize("ex", RUN, ids=[ex.where for ex in RUN])
-def test_the_example_runs_as_shown(ex: Example):
-    status, output = _run(ex.command)
+def test_the_example_runs_as_shown(ex: Example, runs):
+    if ex.needs and shutil.which(ex.needs) is None:
+        pytest.skip(f"{ex.where}: needs {ex.needs}, which is not on the PATH")
+    status, output = runs(ex.command)
     assert status == expected_status(ex), f"{ex.where}: exit {status}\n{output[-3000:]}"
     missing = missing_lines(ex.output, output)
     assert not missing, (f"{ex.where}: `{ex.command}` no longer prints:\n" + "\n".join(missing)
