@@ -151,9 +151,9 @@ def _run(command: str) -> tuple[int, str]:
 def runs(request):
     """The selected examples' commands, started together on every core (each is one process of ~1-3 s of
     CPU, most of it imports), so the page set costs its CPU time over the cores, not its sum."""
-    selected = {item.callspec.params["ex"].command for item in request.session.items
-                if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("ex"), Example)
-                and not (item.callspec.params["ex"].needs and shutil.which(item.callspec.params["ex"].needs) is None)}
+    chosen = [item.callspec.params["ex"] for item in request.session.items
+              if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("ex"), Example)]
+    selected = {ex.command for ex in chosen if not ex.needs or shutil.which(ex.needs)}
     pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
     futures = {command: pool.submit(_run, command) for command in sorted(selected)}
     yield lambda command: (futures.get(command) or pool.submit(_run, command)).result()
