@@ -130,33 +130,28 @@ def expected_status(ex: Example) -> int:
     return 2 if first.lstrip().startswith("error:") else 0
 
 
-@functools.cache
-def _scratch() -> Path:
-    import tempfile
-    folder = Path(tempfile.mkdtemp(prefix="doc-examples-"))
-    for name in ("tests", "models", "hwdesc"):
-        (folder / name).symlink_to(ROOT / name)
-    return folder
-
-
-def _run(command: str) -> tuple[int, str]:
+def _run(command: str, folder: Path) -> tuple[int, str]:
     args = shlex.split(command)[1:]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    done = subprocess.run([sys.executable, "-m", "estimator.cli", *args], cwd=_scratch(), env=env,
+    done = subprocess.run([sys.executable, "-m", "estimator.cli", *args], cwd=folder, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     return done.returncode, done.stdout
 
 
 @pytest.fixture(scope="module")
-def runs(request):
+def runs(request, tmp_path_factory):
     """The selected examples' commands, started together on every core (each is one process of ~1-3 s of
     CPU, most of it imports), so the page set costs its CPU time over the cores, not its sum."""
+    folder = tmp_path_factory.mktemp("doc-examples")
+    for name in ("tests", "models", "hwdesc"):
+        (folder / name).symlink_to(ROOT / name)
+    run = functools.partial(_run, folder=folder)
     chosen = [item.callspec.params["ex"] for item in request.session.items
               if getattr(item, "callspec", None) and isinstance(item.callspec.params.get("ex"), Example)]
     selected = {ex.command for ex in chosen if not ex.needs or shutil.which(ex.needs)}
     pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
-    futures = {command: pool.submit(_run, command) for command in sorted(selected)}
-    yield lambda command: (futures.get(command) or pool.submit(_run, command)).result()
+    futures = {command: pool.submit(run, command) for command in sorted(selected)}
+    yield lambda command: (futures.get(command) or pool.submit(run, command)).result()
     pool.shutdown(cancel_futures=True)
 
 
