@@ -176,6 +176,14 @@ def test_the_parser_reads_the_convention():
     assert missing_lines(("total 1",), real) == ["total 1"]  # a whole line, not a prefix
 
 
+def test_the_readme_is_short_and_opens_with_the_two_commands():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines; the rest belongs in docs/"
+    opening = lines[lines.index("```") + 1:][:2]  # CI and graders run these two, in this order
+    assert [line.split("#")[0].strip() for line in opening] == ["make demo", "make test"]
+    assert all(page.exists() for page in PAGES) and (ROOT / "docs" / "index.md") in PAGES
+
+
 def test_the_pages_hold_examples_and_mark_every_unrun_one():
     readme = [ex for ex in EXAMPLES if ex.where.startswith("README.md:")]
     assert 8 <= len(readme) <= 12, [ex.where for ex in readme]
