@@ -182,6 +182,10 @@ def test_the_readme_is_short_and_opens_with_the_two_commands():
     opening = lines[lines.index("```") + 1:][:2]  # CI and graders run these two, in this order
     assert [line.split("#")[0].strip() for line in opening] == ["make demo", "make test"]
     assert all(page.exists() for page in PAGES) and (ROOT / "docs" / "index.md") in PAGES
+    # `make demo` runs the README's first example, so its shown output is the demo's.
+    demo = re.search(r"^demo:.*\n\t\S*/estimate (.*)$", (ROOT / "Makefile").read_text(), re.M)
+    first = next(ex for ex in EXAMPLES if ex.where.startswith("README.md:"))
+    assert demo and first.command == "estimate " + demo.group(1).strip()
 
 
 def test_the_pages_hold_examples_and_mark_every_unrun_one():
