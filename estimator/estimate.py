@@ -44,7 +44,7 @@ class Result:
     totals: dict[str, Expr] = field(default_factory=dict)
     fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
-    tiling: bool = False  # kernels carry tile plans (estimator/tiling) and tile-level estimates
+    tiling: bool = False  # kernels carry tile plans (estimator/pricing) and tile-level estimates
     warm_inputs: bool | Iterable[str] = False  # graph inputs started resident in L2
     # invented dims the frontend merged and the merges it refused (frontends/unify_dims.py), for --explain
     dim_merges: dict[str, Expr] = field(default_factory=dict)
@@ -89,7 +89,7 @@ def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
              comm_graphed: bool = True) -> Result:
     """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
     lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result.
-    `tiling`: give every kernel a tile plan on `hw` (estimator/tiling) and price it at tile level, with
+    `tiling`: give every kernel a tile plan on `hw` (estimator/pricing) and price it at tile level, with
     L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
     L2 when they fit. Without
     `tiling` (the library default) kernels are priced by the roofline estimate of estimator/pricing/price.py.

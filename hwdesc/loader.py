@@ -135,7 +135,7 @@ def _read(path: Path) -> tuple[object, str]:
 
 
 def _display_path(path: Path) -> str:
-    """`hwdesc/x.yaml` (`hwdesc/families/x.yaml`) for bundled files, the path as given otherwise."""
+    """`hwdesc/<sku>.yaml` (`hwdesc/families/<family>.yaml`) for bundled files, the path as given otherwise."""
     try:
         return path.resolve().relative_to(bundled_dir().parent).as_posix()
     except ValueError:

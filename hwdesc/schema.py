@@ -22,7 +22,7 @@ from hwdesc.interconnect import parse as parse_interconnect
 
 SCHEMA_VERSION = 1
 FAMILIES = frozenset({"ampere", "hopper", "blackwell", "blackwell-rtx", "cpu"})
-CPU_FAMILY = "cpu"  # a host measured by estimator/host.py: no tensor cores, no compute capability
+CPU_FAMILY = "cpu"  # a host measured by estimator/truth/host.py: no tensor cores, no compute capability
 TENSOR_DTYPES = frozenset({"tf32", "bf16", "fp16", "fp8", "fp4", "int8"})
 CUDA_DTYPES = ("fp32", "fp16", "fp64")
 EFFICIENCY_FRACTIONS = ("tensor", "cuda", "sfu", "dram")
@@ -30,7 +30,7 @@ EFFICIENCY_KEYS = (*EFFICIENCY_FRACTIONS, "min_kernel_s")
 # Optional: an additive per-kernel cost in the estimate (a CPU runtime's executor time between ops);
 # absent means 0, as on GPUs, whose launch cost is the min_kernel_s floor.
 OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
-# Optional: the tile model's constants (estimator/tiling; fitted by tools/calibrate.py). A descriptor
+# Optional: the tile model's constants (estimator/pricing; fitted by tools/calibrate.py). A descriptor
 # without all of them (or without l2_bytes_per_s) is priced by the roofline estimate alone.
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
@@ -78,7 +78,7 @@ OPTIONAL_FIGURES = ("l2_bytes_per_s", "l2_partitions", "l2_cross_partition_bytes
 # Optional top-level group: per kernel class (a kernel kind such as "movement", or an op type such as
 # "Where"), Hockney's model on the roofline replaces the per-unit efficiencies in the estimate:
 #   estimate_s = bound_s / roofline + op_overhead_s
-# A host descriptor fits these (estimator/host_classes.py); a GPU descriptor gives none.
+# A host descriptor fits these (estimator/truth/host_classes.py); a GPU descriptor gives none.
 KERNEL_CLASSES = "kernel_classes"
 CLASS_KEYS = ("roofline", "op_overhead_s")
 _CLASS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.]*$")

@@ -1,12 +1,13 @@
 """The product never points at a development machine: no absolute path of one (/work/, /home/, /root/,
-/tmp/) in the package files, hardware descriptors, builders, tools or README (issue 11). Figures cite
+/tmp/) in the package files, hardware descriptors, builders, tools, README or docs (issue 11). Figures cite
 their public sources instead."""
 
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = ["estimator", "passes", "hwdesc", "models", "tools", "README.md", "pyproject.toml", "Makefile"]
+SHIPPED = ["estimator", "passes", "hwdesc", "models", "tools", "docs", "README.md", "pyproject.toml",
+           "Makefile"]
 # A path-looking token under one of these roots, e.g. `/work/shared/x.md` or `/home/me/model.onnx`.
 DEV_PATH = re.compile(r"(?<![\w.~-])/(work|home|root|tmp)/[\w.-]")
 

@@ -9,7 +9,7 @@ Tables (see the data's README): bf16 GEMMs, context (prefill) attention and gene
 measured on an H100 SXM. Each row becomes the graph tools/kernel_graphs.py builds for it; the graph of a
 table is imported once with symbolic dims, lowered by the estimator, and its kernels' Work, tile problems
 and tensor sizes are turned into numpy functions of the dims, so that the estimator's own tile model
-(estimator/tiling: gemm.candidates, attention.candidates, plan.stream_time, residency.stack_hits) prices
+(estimator/pricing: gemm.candidates, attention.candidates, plan.stream_time, residency.stack_hits) prices
 every row at once. Inputs are warm (--warm-inputs): the benchmarks rotate weights, not activations.
 
 Two stages, each a Nelder-Mead search (log space for times, logit space for fractions) minimizing the

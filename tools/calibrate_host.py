@@ -6,7 +6,7 @@
     python tools/calibrate_host.py --quick PATH    # fewer sizes and repeats (a few seconds)
 
 Same as `estimate --calibrate-host PATH`. What is measured and how it maps onto the (GPU-shaped)
-descriptor schema: estimator/host.py and estimator/host_bench.py.
+descriptor schema: estimator/truth/host.py and estimator/truth/host_bench.py.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ It maps torch.cuda.get_device_name() to a bundled descriptor (or takes --arch), 
 model (`estimate --list-models`) at batch 1 and each sequence length with --fusion none, and measures:
 
 - through onnxruntime-gpu (CUDAExecutionProvider) when it is installed, the precision is fp32 and the
-  model carries weights: the whole graph end to end (estimator/validate.py, --ep cuda);
+  model carries weights: the whole graph end to end (estimator/truth/validate.py, --ep cuda);
 - otherwise through PyTorch on the same shapes: every MatMul/Gemm and Softmax kernel of the estimate is
   run as torch.matmul / torch.softmax on random tensors of its shapes, timed with CUDA events (median of
   --runs after a warm-up), and summed over the kernels with their multiplicity. That covers the bulk of

@@ -188,7 +188,7 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         if args.model_path or args.model_name:
             raise UsageError("give either MODEL, --model NAME or --hf-config, not two")
         return load_hf_graph(args), dims
-    if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/torch_mode.py)
+    if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/cli/pytorch.py)
         from estimator.cli.pytorch import load_torch_graph
 
         return load_torch_graph(args), dims

@@ -1,8 +1,8 @@
 """CLI mode: `estimate MODEL --validate [--ep cpu|cuda|tensorrt] [--runs N]` and `--calibrate-host PATH`.
 
 --validate runs the model in onnxruntime at the bound dims and prints measured vs bound vs estimate
-(estimator/validate.py); --calibrate-host measures this machine into a hwdesc YAML (estimator/host.py),
-which `--arch host` uses from the user's cache.
+(estimator/truth/validate.py); --calibrate-host measures this machine into a hwdesc YAML
+(estimator/truth/host.py), which `--arch host` uses from the user's cache.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ class Core:
         return self.past + self.seq_new
 
 
-# op (domain, op_type) -> its Core from an OpView: the tile model (estimator/tiling) prices the same core.
+# op (domain, op_type) -> its Core from an OpView: the tile model (estimator/pricing) prices the same core.
 CORES: dict[tuple[str, str], object] = {}
 
 

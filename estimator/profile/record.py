@@ -62,7 +62,7 @@ class GpuInfo:
 @dataclass
 class Profile:
     path: str
-    format: str  # a key of estimator.profile.load.FORMATS
+    format: str  # a format of the table in estimator/profile/load.py (nsys-sqlite, ...)
     kernels: list[MeasuredKernel]
     gpu: GpuInfo | None = None
     warnings: list[str] = field(default_factory=list)

@@ -1,6 +1,6 @@
 """The `--kernel-sass NODE=FILE[#KERNEL]` flag of `estimate MODEL` (see estimator/sass/seam.py).
 
-A mode module in the sense of estimator/cli.py's MODES: it adds the flag and never takes over the run
+A mode module in the sense of estimator/cli/main.py's MODES: it adds the flag and never takes over the run
 (`run` returns None); `kernel_sass(args, hw)` turns the flags into the estimate's `kernel_sass` argument.
 """
 

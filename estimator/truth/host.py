@@ -5,7 +5,7 @@ else `~/.cache/gpu-estimator/host.yaml`), calibrating first when it is missing; 
 through unchanged. hwdesc itself stays data only: it never measures anything.
 
 The descriptor is an ordinary hwdesc YAML of family `cpu` (see hwdesc/schema.py) written from the
-microbenchmarks of estimator/host_bench.py. How CPU figures map onto the GPU-shaped schema:
+microbenchmarks of estimator/truth/host_bench.py. How CPU figures map onto the GPU-shaped schema:
 
 Per benchmark size or op, a rate is its best run (single-threaded times the CPUs, or with onnxruntime's
 default thread pool); peaks are the best of them plus 10% headroom, efficiencies their median over the
@@ -28,7 +28,7 @@ peak (see host_bench).
   then only a placeholder (10 ns).
 - `kernel_classes`: per kernel kind (and for op types whose runtime kernel is far off their kind's,
   e.g. Where) the fraction of the roofline reached and a per-op cost, fitted on a calibration network's
-  profile (estimator/host_classes.py). They replace the per-unit efficiencies above for kernels of a
+  profile (estimator/truth/host_classes.py). They replace the per-unit efficiencies above for kernels of a
   listed class; those stay for the rest (attention, conv, ...).
 """
 
@@ -164,7 +164,7 @@ def descriptor_yaml(f: HostFigures, settings: Settings,
     from estimator.truth import host_bench
 
     quick = " (quick settings)" if settings == host_bench.QUICK else ""
-    by = (f"measured by estimator/host_bench.py{quick} through onnxruntime {onnxruntime.__version__} "
+    by = (f"measured by estimator/truth/host_bench.py{quick} through onnxruntime {onnxruntime.__version__} "
           f"CPUExecutionProvider")
     peak = "best run (single thread x CPUs, or pooled) + 10% headroom, over"
     fp32, sfu, bw = f.fp32_flops, f.sfu_ops_per_s, f.cache_bytes_per_s
@@ -197,8 +197,8 @@ def descriptor_yaml(f: HostFigures, settings: Settings,
     dram_note = (f"last-level-cache streaming peak; from DRAM itself: {dram.achievable / 1e9:.1f} GB/s "
                  f"({dram.detail}, best pooled run)")
     sections = [
-        "# This host, measured through onnxruntime (not a GPU), written by estimator/host.py. Re-measure\n"
-        "# with `estimate --calibrate-host PATH` or tools/calibrate_host.py.\n"
+        "# This host, measured through onnxruntime (not a GPU), written by estimator/truth/host.py.\n"
+        "# Re-measure with `estimate --calibrate-host PATH` or tools/calibrate_host.py.\n"
         f"# CPU notes: {vector_width()}; no tensor cores (tensor_flops_per_s is empty); elementwise and\n"
         "# transcendental math runs on the same SIMD FMA units as MatMul. dram_bytes_per_s is the\n"
         "# streaming peak with tensors in the last-level cache (a bound must not be beaten by\n"
@@ -226,8 +226,9 @@ def descriptor_yaml(f: HostFigures, settings: Settings,
     ]
     if classes:
         sizes = ", ".join(f"{t}x{w}" for t, w in settings.class_sizes)
-        fitted = (f"{by}: least squares on the profile of a calibration network (estimator/host_classes.py, "
-                  f"{settings.class_layers} blocks at tokens x width {sizes})")
+        fitted = (f"{by}: least squares on the profile of a calibration network "
+                  f"(estimator/truth/host_classes.py, {settings.class_layers} blocks at tokens x width "
+                  f"{sizes})")
         entries = []
         for name, c in classes.items():
             how = f"{fitted}; {c.points} nodes, median fit error {c.median_abs_error:.0%}"

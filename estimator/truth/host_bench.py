@@ -54,7 +54,7 @@ class Settings:
     chain_length: int
     runs: int
     class_sizes: tuple[tuple[int, int], ...] = ((64, 64), (256, 256))  # (tokens, width) of the class fits
-    class_layers: int = 2  # blocks per calibration network (estimator/host_classes.py)
+    class_layers: int = 2  # blocks per calibration network (estimator/truth/host_classes.py)
 
 
 QUICK = Settings((256, 512), (256 * 1024, 1 << 20), 8 << 20, 256 * 1024, (4096, 65536, 262144), 24, 5)

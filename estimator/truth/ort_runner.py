@@ -1,7 +1,7 @@
 """onnxruntime as a ground-truth runner: sessions, wall-clock timing and per-node profiles.
 
-Shared by `--validate` (estimator/validate.py) and the host calibration (estimator/host_bench.py), so
-both measure through the same runtime with the same thread settings.
+Shared by `--validate` (estimator/truth/validate.py) and the host calibration
+(estimator/truth/host_bench.py), so both measure through the same runtime with the same thread settings.
 
 Per-node times come from onnxruntime's profiler (SessionOptions.enable_profiling): its JSON trace has one
 "Node" event per executed node and run, named "<node name>_kernel_time", with `args.op_name`. NB: with
