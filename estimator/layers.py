@@ -21,7 +21,7 @@ Why this order (the code's own dependencies, not only the design sketch's list):
 - passes: graph rewrites before pricing: the pass pipeline, and `--precision` (`precision`, `w8a8`), a
   re-typing of the graph that checks the GPU has tensor cores for it.
 - pricing: tile plans, collectives, price.
-- estimate: the library's entry points, `estimate()` and `from_torch()` (`estimator/__init__` exports
+- estimate: the library's entry points, `estimate()` and `from_torch()` (`estimator/__init__.py` exports
   the latter lazily).
 - views: what is asked of many estimates: sweeps and closed forms (`study`), serving (`serve`), runs
   against onnxruntime and the host (`truth`).
