@@ -1,6 +1,6 @@
 """Writes the fitted collective constants into the descriptors' `interconnect.collectives` group.
 
-The constants (tools/calibrate_comm.py) are a nested dict:
+The constants (estimator/calibration/fit_comm.py) are a nested dict:
     {"nccl": {op: {protocol: {"alpha_s", "step_s", "bus_efficiency": [at 2, 4, 8]}}},
      "nvls": {"alpha_s", "bus_efficiency", "min_gpus"},
      "p2p_ll_max_bytes_per_peer": bytes (optional; collectives._p2p),
@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SOURCE = ("tools/calibrate_comm.py, fitted on ../shared/calibration/h100_sxm/{nccl,custom_allreduce}.csv.gz "
+SOURCE = ("estimate calibrate --comm, fitted on ../shared/calibration/h100_sxm/"
+          "{nccl,custom_allreduce}.csv.gz "
           "(H100 SXM); latencies as fitted, efficiencies as fractions of this GPU's link")
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}  # NCCL tuning.cc nvlsEfficiency (serving.md 1.2c)
 
