@@ -1,15 +1,9 @@
-"""tools/validate_serving.py: each measured row runs at the benchmark's own server configuration."""
+"""`estimate validate serving` (estimator/calibration/validate_serving.py): each measured row runs at the
+benchmark's own server configuration."""
 
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import validate_serving  # noqa: E402
-
-from estimator.serve.frameworks import framework  # noqa: E402
-from estimator.serve.serving import Workload  # noqa: E402
+from estimator.calibration import validate_serving
+from estimator.serve.frameworks import framework
+from estimator.serve.serving import Workload
 
 
 def test_bench_framework_sets_the_generators_token_budget():
