@@ -12,7 +12,7 @@ constants.
       scaleout_bytes_per_s_per_gpu:       {value: 50.0e+9, source: ...}  # NIC bandwidth per GPU
       collectives: {source: ..., nccl: {...}, nvls: {...}, custom: {...}}  # fitted, see below
 
-`collectives` holds the constants of estimator/pricing/collectives.py, fitted by tools/calibrate_comm.py on
+`collectives` holds the constants of estimator/pricing/collectives.py, fitted by estimate calibrate --comm on
 the H100 tables and written into every descriptor: latencies in seconds and bus efficiencies as
 fractions of this GPU's own link bandwidth (so they carry over to another GPU through its bandwidth).
     nccl:   {<op>: {<protocol>: {alpha_s, step_s, bus_efficiency: [at 2, 4, 8 GPUs]}}}
