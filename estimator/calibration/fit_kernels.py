@@ -121,6 +121,8 @@ def residuals(table: Table, hw, menu) -> list[str]:
     err = est / table.rows["t"] - 1
     lines = [f"{table.name}: {len(err)} rows"]
     for label, mask in [*table.regimes, ("all", np.ones(len(err), bool))]:
+        if not mask.any():  # a regime without rows (a small table)
+            continue
         e = np.abs(err[mask])
         lines.append(f"  {label:<16} n={mask.sum():>6}  median |err| {100 * np.median(e):5.1f}%  "
                      f"p90 {100 * np.percentile(e, 90):5.1f}%  "
