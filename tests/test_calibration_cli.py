@@ -127,3 +127,23 @@ def test_serving_markdown_by_hand():
 def test_markdown_table_aligns_the_first_column_left():
     assert markdown.table(("a", "b"), [("x", 1)]) == "| a | b |\n|:---|---:|\n| x | 1 |"
     assert markdown.pct(0.0512) == "5.1%" and markdown.pct(-0.0512, signed=True) == "-5.1%"
+
+
+def test_docs_tables_replaces_each_commands_output():
+    from tools.docs_tables import fill
+
+    page = "x\n```text\nestimate validate a\n```\n\n<!-- output -->\nold\n<!-- /output -->\ny\n"
+    assert fill(page, lambda command: f"| {command} |\n") == (
+        "x\n```text\nestimate validate a\n```\n\n<!-- output -->\n| estimate validate a |\n"
+        "<!-- /output -->\ny\n")
+
+
+def test_the_validation_page_holds_command_made_tables():
+    from tools.docs_tables import BLOCK, ROOT
+
+    page = (ROOT / "docs" / "validation.md").read_text()
+    blocks = list(BLOCK.finditer(page))
+    assert {m.group(1).split()[2] for m in blocks} >= {"kernels", "comm", "serving", "moe-serving"}
+    for m in blocks:  # each command's --markdown output: at least one table under it
+        assert m.group(1).startswith("estimate validate ") and m.group(1).endswith("--markdown")
+        assert "\n|:---|" in m.group(0), m.group(1)
