@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _Parser(prog="estimate calibrate", description=__doc__.splitlines()[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA, metavar="DIR",
                    help="the folder of measured tables (default: ../shared/calibration/h100_sxm beside a "
                         "checkout)")
     p.add_argument("--arch", default="h100-sxm", help="the GPU the tables were measured on")

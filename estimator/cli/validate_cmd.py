@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help_: str, data: bool = True) -> argparse.ArgumentParser:
         q = sub.add_parser(name, help=help_, description=help_)
         if data:
-            q.add_argument("--data", type=Path, required=True, help="the folder of measured tables")
+            q.add_argument("--data", type=Path, required=True, metavar="DIR",
+                           help="the folder of measured tables")
         q.add_argument("--markdown", action="store_true", help="print the accuracy tables as Markdown")
         return q
 
