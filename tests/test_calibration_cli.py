@@ -133,8 +133,10 @@ def test_docs_tables_replaces_each_commands_output():
     from tools.docs_tables import fill
 
     page = "x\n```text\nestimate validate a\n```\n\n<!-- output -->\nold\n<!-- /output -->\ny\n"
+    assert fill(page.replace("validate a", "validate a --markdown"), lambda command: "| t |\n") == (
+        "x\n```text\nestimate validate a --markdown\n```\n\n<!-- output -->\n| t |\n<!-- /output -->\ny\n")
     assert fill(page, lambda command: f"| {command} |\n") == (
-        "x\n```text\nestimate validate a\n```\n\n<!-- output -->\n| estimate validate a |\n"
+        "x\n```text\nestimate validate a\n```\n\n<!-- output -->\n```text\n| estimate validate a |\n```\n"
         "<!-- /output -->\ny\n")
 
 
@@ -144,6 +146,8 @@ def test_the_validation_page_holds_command_made_tables():
     page = (ROOT / "docs" / "validation.md").read_text()
     blocks = list(BLOCK.finditer(page))
     assert {m.group(1).split()[2] for m in blocks} >= {"kernels", "comm", "serving", "moe-serving"}
-    for m in blocks:  # each command's --markdown output: at least one table under it
-        assert m.group(1).startswith("estimate validate ") and m.group(1).endswith("--markdown")
-        assert "\n|:---|" in m.group(0), m.group(1)
+    for m in blocks:  # each validation's --markdown output: at least one table under it
+        if m.group(1).startswith("estimate validate "):
+            assert m.group(1).endswith("--markdown") and "\n|:---|" in m.group(0), m.group(1)
+        else:  # text output, fenced
+            assert "<!-- output -->\n```text\n" in m.group(0), m.group(1)

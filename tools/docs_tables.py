@@ -4,7 +4,8 @@ the command prints (run from the repository root, as `python -m estimator.cli ..
 
     python -m tools.docs_tables docs/validation.md [--only SUBSTRING]
 
-docs/validation.md's accuracy tables are made this way (`estimate validate ... --markdown`): never typed.
+docs/validation.md's accuracy tables are made this way (`estimate validate ... --markdown`, and the
+residuals of `estimate calibrate --no-fit` as text): never typed.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ BLOCK = re.compile(r"```text\n(estimate [^\n]+)\n```\n+<!-- output -->\n.*?<!-- 
 
 
 def fill(text: str, output_of) -> str:
-    """`text` with each command's output block replaced by `output_of(command)`."""
+    """`text` with each command's output block replaced by `output_of(command)` (Markdown as it is, from
+    `--markdown`; any other output inside a ```text fence)."""
     def replace(m: re.Match) -> str:
         command = m.group(1)
-        return (f"```text\n{command}\n```\n\n<!-- output -->\n{output_of(command).strip()}\n"
-                f"<!-- /output -->")
+        out = output_of(command).strip()
+        if not command.endswith("--markdown") and not out.startswith("```"):
+            out = f"```text\n{out}\n```"
+        return f"```text\n{command}\n```\n\n<!-- output -->\n{out}\n<!-- /output -->"
 
     return BLOCK.sub(replace, text)
 
