@@ -151,3 +151,21 @@ def test_the_validation_page_holds_command_made_tables():
             assert m.group(1).endswith("--markdown") and "\n|:---|" in m.group(0), m.group(1)
         else:  # text output, fenced
             assert "<!-- output -->\n```text\n" in m.group(0), m.group(1)
+
+
+def test_validate_host_markdown_matches_its_json(tmp_path, capsys):
+    from hostutil import fixed_cpu, write_yaml
+
+    arch = tmp_path / "cpu.yaml"
+    write_yaml(arch, fixed_cpu())  # a fixed descriptor: no calibration of this machine
+    code, out, err = cli(capsys, "validate", "host", "--arch", str(arch), "--models", "llama-tiny",
+                         "--seqs", "16", "--runs", "2", "--json", str(tmp_path / "h.json"), "--markdown")
+    assert code == 0, err
+    assert out.startswith("**Test CPU**; --fusion none; 1 x 2 runs per row\n\n| model | seq |")
+    row = json.loads((tmp_path / "h.json").read_text())["rows"][0]
+    cells = next(line for line in out.splitlines() if line.startswith("| llama-tiny | 16 |")).split(" | ")
+    # error = (estimate - measured) / measured, against the fastest and the median of the runs
+    assert cells[5] == markdown.pct((row["estimate_s"] - row["measured_min_s"]) / row["measured_min_s"], True)
+    assert cells[6].rstrip(" |") == markdown.pct((row["estimate_s"] - row["measured_s"]) / row["measured_s"],
+                                                 True)
+    assert str(tmp_path) not in out  # the page names the machine, not its descriptor's path

@@ -82,11 +82,11 @@ def run(args: HostCheck) -> int:
     for r in rows:
         r["error_vs_min"] = (r["estimate_s"] - r["measured_min_s"]) / r["measured_min_s"]
         r["error_vs_median"] = (r["estimate_s"] - r["measured_s"]) / r["measured_s"]
-    print(f"{hw.display_name} ({hw.path}); --fusion {args.fusion}; {args.repeat} x {args.runs} runs per row")
-    if args.markdown:
-        print("\n" + markdown(rows))
+    runs = f"--fusion {args.fusion}; {args.repeat} x {args.runs} runs per row"
+    if args.markdown:  # for docs: the machine by name, not the path of its descriptor
+        print(f"**{hw.display_name}**; {runs}\n\n" + markdown(rows))
     else:
-        print(text(rows))
+        print(f"{hw.display_name} ({hw.path}); {runs}\n" + text(rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"arch": hw.path, "rows": rows}, indent=1))
     return 0
