@@ -104,6 +104,16 @@ def test_bad_input_is_one_error_line(gemm_data, argv, fragment, capsys):
     assert_one_error_line(code, err, fragment)
 
 
+def test_a_table_that_is_not_one_is_one_error_line(tmp_path, capsys):
+    (tmp_path / "gemm.csv.gz").write_bytes(b"not gzip")
+    code, _, err = cli(capsys, "validate", "kernels", "--data", str(tmp_path), "--tables", "gemm")
+    assert_one_error_line(code, err, "gemm.csv.gz: not a gzipped CSV")
+    with gzip.open(tmp_path / "gemm.csv.gz", "wt") as f:
+        f.write("dtype,m,n,k\nbfloat16,16,16,16\n")
+    code, _, err = cli(capsys, "validate", "kernels", "--data", str(tmp_path), "--tables", "gemm")
+    assert_one_error_line(code, err, "gemm.csv.gz: no column latency_ms")
+
+
 def test_serving_markdown_by_hand():
     def point(tp, tpot, tpot_pred, ttft, ttft_pred):
         return {"tp": tp, "tpot_ms": tpot, "tpot_pred_ms": tpot_pred, "ttft_ms": ttft,

@@ -27,8 +27,6 @@ The estimator never reads these tables.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +36,7 @@ import numpy as np
 import hwdesc
 from estimator.calibration import comm_constants
 from estimator.calibration.search import nelder_mead
-from estimator.calibration.tables import check_data
+from estimator.calibration.tables import check_data, read_csv
 from estimator.errors import UserError
 from estimator.pricing import collectives
 from hwdesc.interconnect import EFFICIENCY_GROUPS, PROTOCOLS
@@ -56,8 +54,7 @@ P2P_LL_CANDIDATES = (16384, 32768, 65536)  # NCCL_P2P_LL_THRESHOLD (16 KiB) x 1,
 
 
 def read(path: Path) -> dict[str, np.ndarray]:
-    with gzip.open(path, "rt") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(path, "num_gpus", "message_elements", "latency_ms")
     out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     out["n"] = out["num_gpus"].astype(int)
     dtype = out["nccl_dtype"] if "nccl_dtype" in out else out["dtype"]

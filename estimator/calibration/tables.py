@@ -51,9 +51,24 @@ def check_data(data: Path, *files: str) -> None:
 
 # ---- tables ---------------------------------------------------------------------------------------
 
+def read_csv(path: Path, *columns: str) -> list[dict[str, str]]:
+    """The rows of a gzipped CSV; a UserError (exit 2) when it is not one, has no rows or lacks one of
+    `columns`."""
+    try:
+        with gzip.open(path, "rt") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"{path}: not a gzipped CSV ({exc})") from None
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    missing = [c for c in columns if c not in rows[0]]
+    if missing:
+        raise UserError(f"{path}: no column {', '.join(missing)}")
+    return rows
+
+
 def read_table(path: Path) -> dict[str, np.ndarray]:
-    with gzip.open(path, "rt") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(path, "latency_ms")
     cols = {}
     for key in rows[0]:
         values = [r[key] for r in rows]
