@@ -32,7 +32,7 @@ lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check estimator passes hwdesc models tests tools
 
 bench: $(DEMO_STAMP)
-	$(PY) tools/bench_estimate.py
+	$(PY) -m tools.bench_estimate
 
 # The demo model's HTML report (with recommendations and a sequence sweep), its timeline trace, and a
 # PNG screenshot of the page taken by headless Chromium (apt-get install -y chromium).

@@ -1,7 +1,7 @@
 """Arithmetic that works the same on python numbers, numpy arrays and sympy expressions.
 
 The tile model is written once against these few functions and evaluated three ways: on numbers (one
-bound kernel), on numpy arrays (tools/calibrate.py prices thousands of measured shapes at once) and on
+bound kernel), on numpy arrays (calibration/tables.py prices thousands of measured shapes at once) and on
 sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)` in its formula).
 """
 

@@ -17,7 +17,7 @@ A SKU file names its family and holds its datasheet figures only: `merge` puts t
 `efficiency` and `collectives` (under the SKU's `interconnect`) into the SKU's parsed mapping before the
 schema validates it, so every `hw.efficiency[...]` reader sees the family's values, and refuses a SKU
 file that gives any of them itself. A user's own GPU file (not a bundled one) may replace single
-constants in an explicit `efficiency_overrides:` block, e.g. with its own `tools/calibrate.py` fit;
+constants in an explicit `efficiency_overrides:` block, e.g. with its own `estimate calibrate` fit;
 the collectives are not overridable (a user fitting them has the family file to edit). The `cpu`
 family (a host measured by estimator/truth/host.py) has no family file: a host descriptor is its own
 fit and gives its `efficiency:` itself. This module does no file IO (hwdesc/loader.py reads the files).

@@ -12,7 +12,7 @@ constants.
       scaleout_bytes_per_s_per_gpu:       {value: 50.0e+9, source: ...}  # NIC bandwidth per GPU
       collectives: {source: ..., nccl: {...}, nvls: {...}, custom: {...}}  # fitted, see below
 
-`collectives` holds the constants of estimator/pricing/collectives.py, fitted by tools/calibrate_comm.py on
+`collectives` holds the constants of estimator/pricing/collectives.py, fitted by estimate calibrate --comm on
 the H100 tables and written into the family files (hwdesc/families/<family>.yaml; a SKU file gives none,
 hwdesc/family.py merges its family's in): latencies in seconds and bus efficiencies as
 fractions of this GPU's own link bandwidth (so they carry over to another GPU through its bandwidth).

@@ -135,7 +135,8 @@ def _read(path: Path) -> tuple[object, str]:
 
 
 def _display_path(path: Path) -> str:
-    """`hwdesc/<sku>.yaml` (`hwdesc/families/<family>.yaml`) for bundled files, the path as given otherwise."""
+    """`hwdesc/<sku>.yaml` (`hwdesc/families/<family>.yaml`) for bundled files, the path as given
+    otherwise."""
     try:
         return path.resolve().relative_to(bundled_dir().parent).as_posix()
     except ValueError:

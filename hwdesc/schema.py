@@ -30,7 +30,7 @@ EFFICIENCY_KEYS = (*EFFICIENCY_FRACTIONS, "min_kernel_s")
 # Optional: an additive per-kernel cost in the estimate (a CPU runtime's executor time between ops);
 # absent means 0, as on GPUs, whose launch cost is the min_kernel_s floor.
 OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
-# Optional: the tile model's constants (estimator/pricing; fitted by tools/calibrate.py). A descriptor
+# Optional: the tile model's constants (estimator/pricing; fitted by `estimate calibrate`). A descriptor
 # without all of them (or without l2_bytes_per_s) is priced by the roofline estimate alone.
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
@@ -42,7 +42,7 @@ TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "at
 # attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s;
 # attention_split_each_s: the combine's cost per split on top, absent means 0.)
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
-# reach a smaller share of their doubled peak: tools/calibrate.py --fp8); absent means `tensor`.
+# reach a smaller share of their doubled peak: estimate calibrate --fp8); absent means `tensor`.
 DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
 # Optional: attention's own L2 fraction (estimator/pricing/attention.py l2_fraction); absent means `l2`.
 # Optional: the GEMM output path and block scales (estimator/pricing/gemm.py): the share of an SM's L2

@@ -4,14 +4,11 @@ the CLI in this process. Every case ends with a result (exit 0) or one `error:` 
 of CPU time (an ITIMER_PROF alarm: load on the machine neither trips nor hides it); never an internal
 error or a traceback. The long campaign (thousands of mutants) is tools/fuzz_estimate.py."""
 
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import fuzz_estimate  # noqa: E402
+from tools import fuzz_estimate
 
 MUTANTS = 200
 RANDOM_GRAPHS = 40

@@ -1,20 +1,16 @@
 """--no-kv-cache (a prefill without present K/V, transformers' use_cache=False) and the mixed-step TPOT
-of tools/validate_moe_serving.py, with hand-worked numbers."""
+of estimate validate moe-serving, with hand-worked numbers."""
 
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from estimator.calibration import validate_moe_serving as vms
 from estimator.errors import UserError
 from estimator.frontends import hf_config
 from tests.cliutil import assert_one_error_line, cli
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import validate_moe_serving as vms  # noqa: E402
 
 LLAMA = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
          "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 256}

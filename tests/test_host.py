@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from estimator.truth import host, host_bench
 from estimator.truth.host_bench import HostFigures, Rate
 from hwdesc import HwdescError
 from onnxutil import matmul_model
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _no_calibration(*_args, **_kwargs):
@@ -97,13 +94,11 @@ def test_cli_calibrate_host_writes_the_path(monkeypatch, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-def test_tools_calibrate_host_script(monkeypatch, tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("calibrate_host", ROOT / "tools" / "calibrate_host.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+def test_estimate_calibrate_host(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(host, "calibrate", lambda path, settings: write_yaml(Path(path), fixed_cpu()))
-    assert tool.main([str(tmp_path / "h.yaml"), "--quick"]) == 0
+    assert main(["calibrate", "--host", str(tmp_path / "h.yaml"), "--quick"]) == 0
     out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'h.yaml'}" in out
     assert "fp32 FLOP/s   2.000e+11" in out and "per-op cost   0.50 us" in out
 
 

@@ -64,7 +64,7 @@ def test_bundled_file_loads_and_passes_schema(arch):
     assert hw.name == arch
     assert hw.path == f"hwdesc/{arch}.yaml"
     assert set(hw.cuda_flops_per_s) == {"fp32", "fp16", "fp64"}
-    # the roofline's five constants plus the tile model's (estimator/tiling, fitted by tools/calibrate.py),
+    # the roofline's five constants plus the tile model's (estimator/tiling, fitted by estimate calibrate),
     # and a library-picked block-scaled kernel's own where the family's menu has one (Hopper)
     picked = menu_for(hw.family).block_scaled is not None and bool(menu_for(hw.family).block_scaled.pick)
     assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s", *TILE_EFFICIENCY_KEYS,
@@ -103,7 +103,7 @@ def test_h100_sxm_figures():
     assert hw.smem_bytes_per_sm == 228 * 1024
     assert hw.l2_bytes == 50 * 2**20
     assert hw.nvlink_bytes_per_s == 900e9
-    assert 0.7 < hw.efficiency["dram"] <= 0.89  # fitted by tools/calibrate.py; a STREAM copy reaches ~89%
+    assert 0.7 < hw.efficiency["dram"] <= 0.89  # fitted by estimate calibrate; a STREAM copy reaches ~89%
     assert "NVIDIA H100" in hw.sources["tensor_flops_per_s.bf16"]
     assert "sfu_ops_per_s" in hw.low_confidence
     assert "tensor_flops_per_s.bf16" not in hw.low_confidence

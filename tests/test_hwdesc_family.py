@@ -95,7 +95,7 @@ def test_every_family_constant_says_where_it_came_from(name):
         fitted = "fitted_on" in fig and "command" in fig
         assert fitted or "not a fit" in fig["source"] or "not refitted for this family" in fig["source"], key
         if fitted:
-            assert fig["command"].startswith("python tools/calibrate.py"), key
+            assert fig["command"].startswith("estimate calibrate"), key
     if name != "hopper":  # no fit of its own yet: it says so
         assert raw["inherits"] == {"family": "hopper", "except": HOPPER_ONLY,
                                    "source": "H100 fit, not refitted for this family"}
@@ -180,7 +180,7 @@ def _families(tmp_path: Path) -> Path:
 def test_a_fit_names_both_its_table_and_its_command(tmp_path):
     folder = _families(tmp_path)
     path = folder / "hopper.yaml"
-    path.write_text(path.read_text().replace('    command: "python tools/calibrate.py --data '
+    path.write_text(path.read_text().replace('    command: "estimate calibrate --data '
                                              '../shared/calibration/h100_sxm --write"\n', "", 1))
     with pytest.raises(HwdescError, match=r"hopper\.yaml: efficiency\.tensor\.command: missing"):
         load_family("hopper", folder)

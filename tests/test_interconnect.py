@@ -1,24 +1,20 @@
 """The descriptors' `interconnect` group (hwdesc/interconnect.py), the constants writer
-(tools/comm_constants.py) and the calibration's numpy mirror of the collective model
-(tools/calibrate_comm.py)."""
+(estimator/calibration/comm_constants.py) and the calibration's numpy mirror of the collective model
+(estimator/calibration/fit_comm.py)."""
 
 from __future__ import annotations
 
 import shutil
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
 import hwdesc
+from estimator.calibration import comm_constants
+from estimator.calibration import fit_comm as calibrate_comm
 from estimator.pricing import collectives as coll
 from hwdesc import HwdescError
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import calibrate_comm  # noqa: E402
-import comm_constants  # noqa: E402
 
 
 @pytest.mark.parametrize("arch", hwdesc.list_archs())

@@ -32,7 +32,6 @@ DOTTED = re.compile(r"(?<![\w./~:@-])((?:estimator|passes|hwdesc|models)(?:\.[A-
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
 # Pages another branch writes, linked before they land: each must not exist yet, so that the day it lands
 # the test says to drop it from here (docs/validation.md comes from its own generating command).
-PENDING = {"docs/validation.md"}
 SOURCES = ["README.md", "Makefile", "pyproject.toml", "docs",
            "estimator", "passes", "hwdesc", "models", "tools"]
 SUFFIXES = (".py", ".yaml", ".yml", ".md", ".toml", ".txt", ".json")
@@ -61,7 +60,7 @@ def _path_ok(token: str) -> bool:
         token = "estimator/" + token
     if token.startswith("docs/") and token.count("/") > 1:
         return True  # an upstream project's docs tree; ours is flat
-    if _exists(token) or token in PENDING:
+    if _exists(token):
         return True
     # `estimator/dtypes.STORED_FORMATS`: a name inside a module.
     stem, dot, name = token.rpartition(".")
@@ -114,8 +113,7 @@ def stale_links(page: Path, text: str):
         if re.match(r"[a-z][a-z0-9+.-]*:", target):
             continue  # https:, mailto:
         resolved = (page.parent / target).resolve()
-        rel = resolved.relative_to(ROOT).as_posix() if resolved.is_relative_to(ROOT) else str(resolved)
-        if not resolved.exists() and rel not in PENDING:
+        if not resolved.exists():
             yield target
 
 
@@ -135,10 +133,6 @@ def test_the_matcher_is_precise():
     text = "[a](fusion.md) [b](nope.md#x) [c](https://x.org/y.md) [d](../README.md) [v](validation.md)"
     assert list(stale_links(page, text)) == ["nope.md"]
 
-
-def test_pending_pages_have_not_landed():
-    landed = sorted(p for p in PENDING if (ROOT / p).exists())
-    assert not landed, f"{landed} exist now: drop them from PENDING"
 
 
 def test_no_stale_path_in_the_product():

@@ -3,7 +3,6 @@ path from an export to the joined report on a synthetic capture."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,9 +11,7 @@ import pytest
 from test_profile_join import _iteration, _model
 
 from estimator.profile import synthetic
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import nsys_capture  # noqa: E402
+from tools import nsys_capture
 
 
 def test_command_exports_sqlite_and_traces_cuda_and_nvtx(tmp_path):

@@ -1,8 +1,6 @@
 """symmath.py's flat mode: Max/Min/ceiling/floor over many unknown dims built without sympy's
 pairwise simplification, with the same value at every point (issue 11: pricing that cannot blow up)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 import sympy
@@ -11,9 +9,7 @@ import hwdesc
 from estimator import symmath as sm
 from estimator.estimate import estimate
 from estimator.pricing.price import provably_greater
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import bench_unknown_dims  # noqa: E402
+from tools import bench_unknown_dims
 
 x, y = sympy.symbols("x y", integer=True, positive=True)
 

@@ -96,7 +96,7 @@ def test_c_is_stored_at_dram_store():
 
 def fp8_gemm_model(m, n, k, block):
     """x (bf16) -> QuantizeLinear to e4m3 (1 x `block` scales, or one per-tensor scale) -> MatMul with an
-    e4m3 weight: the graph tools/validate_kernels.py prices the H100 fp8 rows with, written here whole."""
+    e4m3 weight: the graph `estimate validate kernels` prices the H100 fp8 rows with, written here whole."""
     def external(name, dims, dtype):
         t = TensorProto(name=name, data_type=dtype, dims=dims, data_location=TensorProto.EXTERNAL)
         for key, val in (("location", "w.bin"), ("offset", "0"), ("length", "1")):

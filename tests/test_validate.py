@@ -5,7 +5,7 @@ floor), per kernel within the profiler's 1 us resolution; every executed node mu
 joined to a kernel or in the free-view bucket (views and shape arithmetic the estimator prices as free,
 estimator/truth/free_views.py) or an uncosted op. No assertion depends on a share of measured time or
 on the machine being quiet (a slower run only widens the bound's margin). Estimate error and the joined
-share are not tested here: on a shared 2-core host they swing with the load; tools/validate_host.py
+share are not tested here: on a shared 2-core host they swing with the load; estimate validate host
 reports them.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 
 import numpy as np
 import onnx
@@ -297,20 +296,13 @@ def test_transformers_exports_against_onnxruntime(hf_exports, family, seq):
     _check(validate_model(hf_exports[family], hw, {"batch": 1, "seq": seq}, runs=3, profile_runs=3))
 
 
-# --- tools/gpu_check.py: its CPU-safe parts here; the GPU run only where there is one ----------------
+# --- python -m tools.gpu_check: its CPU-safe parts here; the GPU run only where there is one ----------------
 
 
-@functools.cache
 def _gpu_check():
-    import importlib.util
-    from pathlib import Path
+    from tools import gpu_check
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "gpu_check.py"
-    spec = importlib.util.spec_from_file_location("gpu_check", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return gpu_check
 
 
 @pytest.mark.parametrize(("device", "sku"), [

@@ -1,15 +1,11 @@
-"""tools/validate_serving.py: each measured row runs at the benchmark's own server configuration."""
+"""`estimate validate serving` (estimator/calibration/validate_serving.py): each measured row runs at the
+benchmark's own server configuration."""
 
-import sys
-from pathlib import Path
+from cliutil import assert_one_error_line, cli
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import validate_serving  # noqa: E402
-
-from estimator.serve.frameworks import framework  # noqa: E402
-from estimator.serve.serving import Workload  # noqa: E402
+from estimator.calibration import validate_serving
+from estimator.serve.frameworks import framework
+from estimator.serve.serving import Workload
 
 
 def test_bench_framework_sets_the_generators_token_budget():
@@ -50,11 +46,14 @@ def test_read_rows_keeps_only_the_sets_version(tmp_path):
     assert len(validate_serving.read_rows(tmp_path, *spec["match"])) == 2  # no version: both agg rows
 
 
-def test_bad_sets_or_data_is_one_error_line(tmp_path):
+def test_bad_sets_or_data_is_one_error_line(tmp_path, capsys):
     assert validate_serving.bad_args("8b-trtllm,nope", tmp_path) == (
         "error: --sets: unknown set(s) nope; known: 8b-trtllm, 70b-vllm, 32b-trtllm")
     no_table = f"error: --data {tmp_path}: no e2e_serving.csv.gz there"
     assert validate_serving.bad_args("8b-trtllm", tmp_path) == no_table
     (tmp_path / "e2e_serving.csv.gz").write_bytes(b"")
     assert validate_serving.bad_args("8b-trtllm,32b-trtllm", tmp_path) is None
-    assert validate_serving.main(["--sets", "nope", "--data", str(tmp_path)]) == 2
+    code, _, err = cli(capsys, "validate", "serving", "--sets", "nope", "--data", str(tmp_path))
+    assert_one_error_line(code, err, "--sets: unknown set(s) nope")
+    code, _, err = cli(capsys, "validate", "serving", "--data", str(tmp_path / "absent"))
+    assert_one_error_line(code, err, "no e2e_serving.csv.gz there")

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark the estimator itself: wall time and peak RSS of `estimate` on llama-3-8b and llama-3-70b
 (prefill and decode), beside the floor of `onnx.load` + symbolic shape inference of the same file.
 
@@ -8,7 +7,7 @@ Start-up (issue 11): `estimate --list-archs` <= 0.3 s and `estimate --model llam
 process; reported as wall time and as the process's CPU time (user + sys, from wait4: on a loaded
 machine the wall time includes waiting for a core, the CPU time does not).
 
-    python tools/bench_estimate.py [--runs 3] [--models llama-3-8b,llama-3-70b-decode] [--startup-only]
+    python -m tools.bench_estimate [--runs 3] [--models llama-3-8b,llama-3-70b-decode] [--startup-only]
 """
 
 from __future__ import annotations

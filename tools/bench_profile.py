@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Speed and memory of `estimate profile` on a large Nsight Systems export.
 
-    python tools/bench_profile.py [--kernels 100000] [--names 200] [--streams 4]
+    python -m tools.bench_profile [--kernels 100000] [--names 200] [--streams 4]
 
 Writes a synthetic SQLite export (estimator/profile/synthetic.py: every kernel with its runtime launch
 and an NVTX range, `--names` distinct kernel names over `--streams` streams) into a temporary
@@ -22,7 +21,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 KINDS = (
     "nvjet_hsh_128x256_64x4_2x1_v_bz_coopA_NTN_{i}",

@@ -1,6 +1,6 @@
 """How long the report takes after the estimate (issue 15's target: <= 3 s for llama-3-70b with a sweep).
 
-    PYTHONPATH=. python tools/bench_report.py [--model llama-3-70b] [--arch h100-sxm] \
+    python -m tools.bench_report [--model llama-3-70b] [--arch h100-sxm] \
         [--sweep seq=512:32768:x2] [--recommend]
 
 Times in seconds, wall clock and this process's CPU time (the best of --repeat runs):
@@ -18,8 +18,6 @@ import os
 import sys
 import tempfile
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def best(fn, repeat: int):

@@ -2,7 +2,7 @@
 
 Builds the probe cubins once (not timed), then times `analyse_file` on each cubin (ELF read + one nvdisasm
 call + Python analysis) and the whole `estimate sass CUBIN --json` command in a fresh interpreter.
-Run: PYTHONPATH=$PWD python tools/bench_sass.py [--repeat N]
+Run: python -m tools.bench_sass [--repeat N]
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from estimator.sass import tools
+from estimator.sass.analyse import analyse_file
 
-from estimator.sass import tools  # noqa: E402
-from estimator.sass.analyse import analyse_file  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 PROBES = [("gemm_bf16", "sm_90a"), ("wgmma", "sm_90a"), ("tcgen05", "sm_100a"), ("fma", "sm_90a"),
           ("lbprobe", "sm_90a")]

@@ -1,7 +1,7 @@
 """How long the serving report takes after the estimate (issue 15: the report for llama-3.1-70b with a sweep
 and --serve in <= 3 s after the estimate).
 
-    PYTHONPATH=. python tools/bench_serve_report.py [--model llama-3.1-70b] [--arch h100-sxm] \
+    python -m tools.bench_serve_report [--model llama-3.1-70b] [--arch h100-sxm] \
         [--precision fp8] [--tp 4] [--serve isl=2048,osl=256,concurrency=32] [--sweep 1,2,4,8,16,32,64,128]
 
 Phases, wall clock and this process's CPU time (one run each): the deployment (steps priced, layer
@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def timed(label: str, fn, rows: list):

@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 """Benchmark the serving sweep: a TP x concurrency grid of one model, end to end (build, shard and price
 each TP's steps, then every point's serving arithmetic), wall clock and this process's CPU time
 after the imports.
 
 Target (issue 17): a 4 x 8 sweep (tp 1,2,4,8 x 8 concurrencies) of llama-3.1-70b in <= 3 s.
 
-    python tools/bench_serve_sweep.py [--model llama-3.1-70b] [--tp 1,2,4,8]
+    python -m tools.bench_serve_sweep [--model llama-3.1-70b] [--tp 1,2,4,8]
         [--concurrency 1,2,4,8,16,32,64,128] [--isl 1024] [--osl 1024] [--precision fp8]
         [--framework trtllm] [--roofline] [--no-fold]
 
@@ -21,9 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main() -> int:

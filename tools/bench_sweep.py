@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark sweeps: build time (import, estimate() with the swept dim free, lambdify) and evaluation
 time of a many-point sweep (median of --runs), per GPU.
 
@@ -6,7 +5,7 @@ Targets: a 10,000-point sweep of llama-3-8b evaluates in <= 0.2 s after the buil
 estimate (issue 6, `--roofline`), and in <= 0.5 s through the tile model (issue 12, the default: every
 point priced as --dim prices it, estimator/pricing/points.py).
 
-    python tools/bench_sweep.py [--model llama-3-8b] [--dim seq] [--points 10000] [--runs 7]
+    python -m tools.bench_sweep [--model llama-3-8b] [--dim seq] [--points 10000] [--runs 7]
                                 [--arch h100-sxm,b200] [--precision bf16] [--roofline]
 """
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: pricing a graph whose dims are all unknown against the same graph with named dims.
 
 The graph is a stack of transformer-MLP-like blocks (LayerNormalization, MatMul, Add, Gelu, MatMul, Add
@@ -19,7 +18,7 @@ in this process; the figure is the median of --runs pricing times in CPU seconds
 (time.process_time: other load on the machine does not inflate it; import and IR build excluded).
 Target (issue 11): unknown <= 3x named. The IR build (import, and the merge) is timed apart and printed.
 
-    python tools/bench_unknown_dims.py [--nodes 2000] [--runs 3] [--arch b200]
+    python -m tools.bench_unknown_dims [--nodes 2000] [--runs 3] [--arch b200]
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-#!/usr/bin/env python
 """One price per kernel: a sweep point and `--dim` at the same point must agree, and the free-dim
 closed form must equal `--dim` or say which kernels it approximates and by how much.
 
-    python tools/check_one_price.py [--models all|NAME,...] [--arch b200,h100-sxm] [--precision bf16]
+    python -m tools.check_one_price [--models all|NAME,...] [--arch b200,h100-sxm] [--precision bf16]
                                     [--points 1,7,64,512,1024,4096,8192]
 
 Models: every bundled model (`estimate --list-models`) and the transformers exports hf-llama, hf-gpt2,
@@ -20,17 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import hwdesc  # noqa: E402
-import models  # noqa: E402
-from estimator.estimate import estimate  # noqa: E402
-from estimator.frontends.onnx_import import import_model  # noqa: E402
-from estimator.study.closed_form import closed_form  # noqa: E402
-from estimator.study.sweep import Sweeper  # noqa: E402
-from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
+import hwdesc
+import models
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.study.closed_form import closed_form
+from estimator.study.sweep import Sweeper
+from passes import DEFAULT_STRATEGY, pipeline_for
 
 HF = ("hf-llama", "hf-gpt2", "hf-bert")
 TOL = 1e-6

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Check that a change of the estimator's speed changed none of its numbers: run a fixed set of `estimate
 --json` commands (plain, decode with free dims, bound dims, a sweep, --serve, a serving sweep) from two
 source trees and compare their JSON outputs field by field.
 
-    python tools/check_same_numbers.py --save DIR [--tree PATH]     # outputs of PATH (default: this tree)
-    python tools/check_same_numbers.py --against DIR [--tree PATH]  # compare PATH's outputs with DIR's
+    python -m tools.check_same_numbers --save DIR [--tree PATH]     # outputs of PATH (default: this tree)
+    python -m tools.check_same_numbers --against DIR [--tree PATH]  # compare PATH's outputs with DIR's
         [--only NAME,...] [--rel 0]
 
 The comparison is exact by default: equal strings (sympy expressions of free dims included), equal

@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """How far the free-dim closed form is from `--dim`, per model and free dim, and which kernels make it so.
 
-    python tools/closed_form_gaps.py [--models all|NAME,...] [--arch h100-sxm] [--precision bf16]
+    python -m tools.closed_form_gaps [--models all|NAME,...] [--arch h100-sxm] [--precision bf16]
                                      [--points seq=64,512,2048,8192 ...] [--top 3]
 
 Per bundled model (`estimate --list-models`) and each of its free dims d: the model is estimated with d
@@ -20,19 +19,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-import hwdesc  # noqa: E402
-import models  # noqa: E402
-from estimator.estimate import estimate  # noqa: E402
-from estimator.frontends.onnx_import import import_model  # noqa: E402
-from estimator.study.closed_form import EXACT_REL  # noqa: E402
-from estimator.study.sweep import Compiled  # noqa: E402
-from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
+import hwdesc
+import models
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from estimator.study.closed_form import EXACT_REL
+from estimator.study.sweep import Compiled
+from passes import DEFAULT_STRATEGY, pipeline_for
 
 POINTS = {"batch": (2, 8, 64, 512), "seq": (64, 512, 2048, 8192), "past_seq": (64, 512, 4096, 16384)}
 OTHER_POINTS = (2, 64, 1024, 8192)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Fuzz `estimate`: seeded mutants of real exports and random small graphs, each run through the CLI in
 this process with a 10 s alarm on its CPU time. Every run must end with a result (exit 0) or one
 `error:` line (exit 2): an internal error (exit 1), a traceback or a run past the limit is a finding.
@@ -10,7 +9,7 @@ produces: the class of the mutants that hung the estimator), a dropped node, a d
 corrupt dims / element types / attributes / opsets. Random graphs: small DAGs of common ops over random
 shapes, consistent or not.
 
-    python tools/fuzz_estimate.py --mutants 2000 [--random 200] [--seed 0] [--hf DIR]
+    python -m tools.fuzz_estimate --mutants 2000 [--random 200] [--seed 0] [--hf DIR]
 
 prints the outcome counts, the slowest case and every finding (tests/test_fuzz.py runs a few hundred).
 """

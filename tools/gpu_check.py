@@ -1,7 +1,6 @@
-#!/usr/bin/env python
 """Measured vs estimate on the NVIDIA GPU of this machine: one self-contained check that installs nothing.
 
-    python tools/gpu_check.py [--models gpt2-small,bert-base,llama-3-8b] [--seqs 128,512,2048]
+    python -m tools.gpu_check [--models gpt2-small,bert-base,llama-3-8b] [--seqs 128,512,2048]
                               [--precision fp32|tf32|bf16|fp16] [--runs 20] [--arch SKU] [--device cuda]
 
 It maps torch.cuda.get_device_name() to a bundled descriptor (or takes --arch), estimates each bundled
@@ -34,9 +33,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/nsys_capture.py
 
 # torch.cuda.get_device_name() -> bundled SKU; the first pattern that matches wins (order matters:
 # GB200 before B200, H100 PCIe before H100).
@@ -177,9 +173,8 @@ def nsys_row(name: str, seq: int, model, hw_name: str, runs: int, out: Path) -> 
     reported, not fatal: the onnxruntime row stands on its own)."""
     import json
 
-    import nsys_capture
-
     from estimator.profile import report
+    from tools import nsys_capture
 
     dims = {"batch": 1, "seq": seq}
     try:
@@ -217,7 +212,7 @@ def run(args: argparse.Namespace) -> list[Row]:
     use_ort = (device == "cuda" and args.precision == "fp32"
                and "CUDAExecutionProvider" in ort().get_available_providers())
     how = "onnxruntime-gpu where the model has weights, else " if use_ort else ""
-    import nsys_capture
+    from tools import nsys_capture
 
     nsys_dir = args.nsys_dir if use_ort and nsys_capture.available() and not args.no_nsys else None
     if nsys_dir:

@@ -3,7 +3,7 @@
 The product's serving model (estimator/serve/serving.py) is analytical; this replays the benchmark one
 engine iteration at a time on step times the product prices (tools/sim_serving_sets.py builds them from
 estimator.serve.launch decode_step / prefill_step: one price per kernel), to see which mechanism of the
-server or of the client explains the measured TTFT of tools/validate_serving.py's sets.
+server or of the client explains the measured TTFT of estimator/calibration/validate_serving.py's sets.
 
 The benchmark (aiperf `--concurrency C --num-requests N`): C clients start together on an idle server
 (a burst of C prompts); each completion issues the next request while fewer than N were issued; the

@@ -1,17 +1,19 @@
-"""Run tools/sim_closed_loop.py on tools/validate_serving.py's measured sets (an EXPERIMENT).
+"""Run tools/sim_closed_loop.py on `estimate validate serving`'s measured sets (an EXPERIMENT).
 
-    python tools/sim_serving_sets.py [--sets 8b-trtllm,32b-trtllm,70b-vllm] [--rounds 10] [--host]
+    python -m tools.sim_serving_sets [--sets 8b-trtllm,32b-trtllm,70b-vllm] [--rounds 10] [--host]
         [--slots-short N] [--no-overlap] [--client-delay-ms D] [--json OUT]
 
-Every row is deployed as tools/validate_serving.py deploys it (the same Deployment per TP, the same
-benchmark framework: max_batch_size = C, max_num_tokens = C + isl + 1500 rounded to the block), plus
+Every row is deployed as estimator/calibration/validate_serving.py deploys it (the same Deployment
+per TP, the same benchmark framework: max_batch_size = C, max_num_tokens = C + isl + 1500 rounded to
+the block), plus
 the benchmark rule's CUDA graphs at every batch 1 .. C (TensorRT-LLM sets; aiconfigurator's
 trtllm.rule), and replayed by the simulation over `--rounds` x C requests. Step times are the
 product's: estimator.serve.launch decode_step / prefill_step and the decodes' attention riding in a
 mixed step (Steps.decode_context), as serving.py prices a mixed step; one price per kernel.
 `--host`: the framework's front-end figures (frameworks.yaml host_s_per_request,
 host_output_tokens_per_s; fitted for serving.py's MVA stations) as the simulation's FIFO front end.
-Printed: tools/validate_serving.py's summary of the simulated rows, and the run's CPU seconds.
+Printed: estimator/calibration/validate_serving.py's summary of the simulated rows, and the run's CPU
+seconds.
 """
 
 from __future__ import annotations
@@ -27,11 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tools.sim_closed_loop import Knobs, simulate  # noqa: E402
-from tools.validate_serving import (  # noqa: E402
+from estimator.calibration.validate_serving import (
     DEFAULT_DATA,
     SETS,
     _err,
@@ -41,6 +39,7 @@ from tools.validate_serving import (  # noqa: E402
     read_rows,
     summary,
 )
+from tools.sim_closed_loop import Knobs, simulate
 
 
 class PricedRow:
@@ -160,7 +159,7 @@ GRIDS = {  # --fit grids: one front end; intake and delivery on two (--split-fe)
 
 
 def objective(points: list[dict]) -> float:
-    """The median + p90 |error| of TTFT and TPOT (tools/validate_serving.py fit_host's objective)."""
+    """The median + p90 |error| of TTFT and TPOT (calibration/validate_serving.py fit_host's objective)."""
     errs = [np.abs(_err(points, k)) for k in ("ttft", "tpot")]
     return float(sum(np.median(e) + np.percentile(e, 90) for e in errs))
 

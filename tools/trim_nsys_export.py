@@ -1,9 +1,8 @@
-#!/usr/bin/env python
 """Copy an Nsight Systems SQLite export keeping only the tables estimator/profile/nsys_sqlite.py reads
 (and dropping the capture machine's environment table), then VACUUM it: a small test fixture with the
 genuine schema and rows.
 
-    python tools/trim_nsys_export.py IN.sqlite OUT.sqlite
+    python -m tools.trim_nsys_export IN.sqlite OUT.sqlite
 
 NB: the rows of the kept tables are untouched; StringIds keeps every string (kernel and NVTX names
 point into it).

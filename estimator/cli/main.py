@@ -39,7 +39,9 @@ MODES: list[str] = ["estimator.cli.serve", "estimator.cli.report",
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
 # has `run(argv: list[str]) -> int` and raises UserError for bad input, like the modes above.
-SUBCOMMANDS: dict[str, str] = {"sass": "estimator.sass.cli", "profile": "estimator.profile.cli"}
+SUBCOMMANDS: dict[str, str] = {"sass": "estimator.sass.cli", "profile": "estimator.profile.cli",
+                               "calibrate": "estimator.cli.calibrate",
+                               "validate": "estimator.cli.validate_cmd"}
 
 
 def _modes():

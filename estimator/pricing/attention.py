@@ -65,7 +65,7 @@ SOFTMAX_ALU_OPS = 4  # per score: scale, running max, subtract, rescale-and-sum 
 RESCALE_OPS = 1
 # Per 8-bit K/V element widened on CUDA cores: byte permute, e4m3 -> f16x2 convert (half an instruction
 # per element), f16 -> f32 convert, scale multiply: 4 counted; efficiency.attention_dequant_ops (fitted on
-# the H100 decode table by tools/calibrate.py --decode) where the descriptor has it (the per-head kernel's
+# the H100 decode table by estimate calibrate --decode) where the descriptor has it (the per-head kernel's
 # fp8 rows at long contexts stream ~19-20e9 K/V elements/s per SM at small and large grids alike,
 # compute-bound, where the count alone gives about twice that; fitted: 5.9). NB: one figure for the
 # whole widening; an MMA decode kernel feeds fp8 K/V to the MMA as they are (fp8 MMA with the query

@@ -35,7 +35,7 @@ admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL.
     copies its input into the registered buffer (2 * nbytes at DRAM speed) and takes at least the host
     time per call (the framework's by group size, or the route's).
 `link` is the per-direction bandwidth per GPU of `hw.interconnect.link_bytes_per_s(group)`; the alphas,
-steps and etas are the descriptor's fitted `interconnect.collectives` (tools/calibrate_comm.py).
+steps and etas are the descriptor's fitted `interconnect.collectives` (estimate calibrate --comm).
 
 Bound (speed of light, no latency): the fewest bytes a GPU must put on its link over the link's peak,
     all-reduce 2(g-1)/g * nbytes ((g-1)/g where the switch can reduce: NVLS hardware and dtype),
@@ -118,7 +118,7 @@ def collective_cost(kind: str, nbytes, group: int, hw: HardwareDescriptor, *, dt
     ic = hw.interconnect
     if ic is None or ic.collectives is None:
         raise CollectiveError(f"{hw.name}: the descriptor has no interconnect.collectives constants "
-                              f"(tools/calibrate_comm.py --write adds them)")
+                              f"(estimate calibrate --comm --write adds them)")
     nbytes = sympy.sympify(nbytes)
     if group == 1 and op != "send":
         zero = sympy.Integer(0)

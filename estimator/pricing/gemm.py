@@ -42,7 +42,7 @@ few CTAs slow although the machine's bandwidth is idle, and split-K the cure. Sw
 small activation dim on the MMA's N side, as cuBLAS and TensorRT-LLM do for small M) is tried for every
 tile. Split-K writes fp32 partials and reads them back (DRAM bytes) and pays `split_k_s` for the
 reduction. Every number above is a sympy expression when a dim is free (then the tile is chosen by the rule
-in `estimator/pricing/plan.py`), a float for one bound kernel, or a numpy array (tools/calibrate.py).
+in `estimator/pricing/plan.py`), a float for one bound kernel, or a numpy array (calibration/tables.py).
 """
 
 from __future__ import annotations

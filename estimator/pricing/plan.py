@@ -193,7 +193,7 @@ def operand_bytes(dtype: str, menu: FamilyMenu) -> float:
 def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, resident: Any, a_in_l2: Any,
                  b_in_l2: Any, hw: HardwareDescriptor, menu: FamilyMenu) -> gemm_model.Gemm | None:
     """The tile model's view of a GEMM kernel: `dram_bytes` its Work's, `resident` the bytes of its
-    reads found in L2 (numbers, or arrays in tools/calibrate.py)."""
+    reads found in L2 (numbers, or arrays in calibration/tables.py)."""
     peak = _peak(hw, *unit)
     if peak is None:
         return None
@@ -308,7 +308,7 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     batch = 1 if folded else core.batch
     kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
     decode = is_decode(core.seq_q, core.seq_kv)
-    if isinstance(decode, np.ndarray):  # rows of one table (tools/calibrate.py) are all of one kind;
+    if isinstance(decode, np.ndarray):  # rows of one table (calibration/tables.py) are all of one kind;
         decode = bool(decode.all())  # pricing/points.py prices mixed points per kind itself
     n = sm.num
     dram = dram_bytes - resident

@@ -57,7 +57,7 @@ def _size(graph: Graph, name: str) -> float | None:
 def stack_hits(accesses: Sequence[tuple[Iterable[str], Iterable[str]]], sizes: dict[str, Any],
                capacity: float, warm: Iterable[str] = ()) -> list[dict[str, Any]]:
     """For each kernel (reads, writes) in order, {tensor read: hit} on an LRU cache of `capacity` bytes,
-    `hit` a bool (or a numpy bool array when the sizes are arrays: tools/calibrate.py prices thousands
+    `hit` a bool (or a numpy bool array when the sizes are arrays: calibration/tables.py prices thousands
     of shapes at once). `warm` tensors count as touched one after the other, in order, before the first
     kernel (so together they must fit: the last of them is the most recent)."""
     warm = [t for t in warm if t in sizes]

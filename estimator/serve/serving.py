@@ -33,7 +33,7 @@ SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval
 the other W - 1 requests, lifetime / W x (W - 1) / W, lifetime = own prefill + decode phase (fitted
 shape, frameworks.yaml `admission_wait`; W = 1: no wait, and it grows smoothly from there).
 NB: that wait is fitted on the H100 table's 8B concurrency 8-128 rows and its cause is not verified (the
-held-out Qwen3-32B rows of the same TensorRT-LLM version do not show it: tools/validate_serving.py); the
+held-out Qwen3-32B rows of the same TensorRT-LLM version do not show it: estimate validate serving); the
 result carries a note with its size. (lifetime / (W - 1), one request always waiting for the next
 departure, fits those rows slightly better, TTFT median 11.7 % against 16.7 %, same p90, but jumps from
 no wait at W = 1 to a whole lifetime at W = 2: a 30 s TTFT at concurrency 2 on llama-3.1-70b.)

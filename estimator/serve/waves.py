@@ -15,7 +15,7 @@ for osl - 1 steps and finish on the same step.
   TPOT = (E2E - TTFT) / (osl - 1) = D / (osl - 1) + mean(P - F_r) / (osl - 1);
   the wave lasts P + D: tokens/s = B x osl / (P + D).
 The chunk prices are the caller's (serve(): a share of the priced prefill step, estimator/serve/serving.py;
-tools/validate_moe_serving.py: its kernel sums): one wave model for both.
+estimator/calibration/validate_moe_serving.py: its kernel sums): one wave model for both.
 """
 
 from __future__ import annotations

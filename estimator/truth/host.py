@@ -198,7 +198,7 @@ def descriptor_yaml(f: HostFigures, settings: Settings,
                  f"({dram.detail}, best pooled run)")
     sections = [
         "# This host, measured through onnxruntime (not a GPU), written by estimator/truth/host.py.\n"
-        "# Re-measure with `estimate --calibrate-host PATH` or tools/calibrate_host.py.\n"
+        "# Re-measure with `estimate --calibrate-host PATH` or estimate calibrate --host.\n"
         f"# CPU notes: {vector_width()}; no tensor cores (tensor_flops_per_s is empty); elementwise and\n"
         "# transcendental math runs on the same SIMD FMA units as MatMul. dram_bytes_per_s is the\n"
         "# streaming peak with tensors in the last-level cache (a bound must not be beaten by\n"

@@ -1,7 +1,7 @@
 """Validate the serving model against measured end-to-end TTFT / TPOT of H100 deployments.
 
-    python tools/validate_serving.py [--data ../shared/calibration/h100_sxm] [--sets 8b-trtllm,70b-vllm]
-                                     [--json OUT]
+    estimate validate serving --data ../shared/calibration/h100_sxm [--sets 8b-trtllm,70b-vllm]
+                              [--json OUT] [--fit] [--rounds 10] [--markdown]
 
 Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): closed-loop benchmarks with
 `batch_size` = client concurrency, aggregated (not disaggregated) serving, `silicon_ttft_ms` and
@@ -14,7 +14,7 @@ Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): clo
 - 32b-trtllm (held out: nothing is fitted on it): Qwen/Qwen3-32B, TensorRT-LLM 1.0.0rc3 (the 8B set's
   version), per-tensor fp8 checkpoint, TP 1/2/4/8; priced as `--model qwen3-32b --precision fp8-w8a8
   --kv-precision fp8 --framework trtllm` (the engine's W8A8 path, estimator/w8a8.py, as
-  tools/validate_moe_serving.py prices it). It checks whether the front end and the wait to join fitted
+  `estimate validate moe-serving` prices it). It checks whether the front end and the wait to join fitted
   on the 8B rows (frameworks.yaml host_*, admission_wait) carry to another model on the same server.
 Each TP is priced once (estimator/serve/deploy.py) and every row of it evaluated on those steps.
 Each row runs the server as the benchmark deployed it, not at the framework's defaults: aiconfigurator's
@@ -32,20 +32,19 @@ Tolerances the issue sets (8b-trtllm): TPOT median <= 10 %, p90 <= 25 %; TTFT me
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import json
-import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from estimator.calibration.markdown import pct, table
+from estimator.calibration.tables import DEFAULT_DATA  # noqa: F401 (tools.sim_serving_sets' default)
+from estimator.errors import UserError
 
-DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
 SETS = {
     "8b-trtllm": {
         "match": ("trtllm", "Llama-3.1-8B"),
@@ -220,30 +219,44 @@ def summary(name: str, points: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--json", type=Path, help="write every row's measured and predicted values")
-    ap.add_argument(
-        "--fit",
-        action="store_true",
-        help="fit the host front end (host_output_tokens_per_s, host_s_per_request) on the 8b-trtllm rows",
-    )
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=BENCH_ROUNDS,
-        help=f"requests per client of the benchmark run (default {BENCH_ROUNDS}; 0: the steady state alone)",
-    )
-    args = ap.parse_args(argv)
-    problem = bad_args(args.sets, args.data) or (
+def markdown(name: str, points: list[dict]) -> str:
+    """A set's TPOT and TTFT accuracy per TP and overall as a Markdown table: |predicted - measured| /
+    measured (median, p90) and the signed median (+ = over-predicted)."""
+    def cells(sub):
+        out = []
+        for key in ("tpot", "ttft"):
+            e = _err(sub, key)
+            out += [pct(float(np.median(np.abs(e)))), pct(float(np.percentile(np.abs(e), 90))),
+                    pct(float(np.median(e)), True)]
+        return out
+
+    rows = [(f"tp {tp}", len(sub), *cells(sub))
+            for tp in sorted({p["tp"] for p in points}) for sub in [[p for p in points if p["tp"] == tp]]]
+    rows.append(("all", len(points), *cells(points)))
+    return f"**{name}**: {len(points)} rows\n\n" + table(
+        ("deployment", "rows", "TPOT median", "TPOT p90", "TPOT signed", "TTFT median", "TTFT p90",
+         "TTFT signed"), rows)
+
+
+@dataclass(frozen=True)
+class ServingCheck:
+    """What `estimate validate serving` was asked (the command line, read once)."""
+
+    data: Path
+    sets: tuple[str, ...] = tuple(SETS)
+    json: Path | None = None
+    fit: bool = False
+    rounds: int = BENCH_ROUNDS
+    markdown: bool = False
+
+
+def run(args: ServingCheck) -> int:
+    problem = bad_args(",".join(args.sets), args.data) or (
         f"error: --rounds {args.rounds}: must be >= 0" if args.rounds < 0 else None)
     if problem:
-        print(problem, file=sys.stderr)
-        return 2
+        raise UserError(problem.removeprefix("error: "))
     everything = {}
-    for name in args.sets.split(","):
+    for name in args.sets:
         spec = SETS[name]
         deps = deployments(spec, read_rows(args.data, *spec["match"], spec.get("version")))
         if args.fit and name == "8b-trtllm":
@@ -252,11 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"(objective {obj:.3f})")
         points = predict(deps, block=spec["budget_block"], rounds=args.rounds or None)
         everything[name] = points
-        print(summary(name, points), flush=True)
+        print(markdown(name, points) + "\n" if args.markdown else summary(name, points), flush=True)
     if args.json:
         args.json.write_text(json.dumps(everything, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

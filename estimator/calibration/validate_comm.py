@@ -1,7 +1,8 @@
-"""The `nccl` and `allreduce` tables of tools/validate_kernels.py: measured collectives through the estimator.
+"""`estimate validate comm` (and the `nccl`, `allreduce` tables of `estimate validate kernels`): measured
+collectives through the estimator.
 
 Each row becomes a one-node ONNX graph (com.microsoft AllReduce / AllGather / ReduceScatter / AllToAll
-with `group_size`; tools/calibrate_comm.py explains the tables) and runs through
+with `group_size`; estimator/calibration/fit_comm.py explains the tables) and runs through
 `estimator.estimate.estimate` as the CLI would: no framework for nccl.csv.gz (nccl-tests, plain NCCL),
 `framework=` trtllm / vllm / sglang and `comm_graphed=` the row's graph or eager variant for
 custom_allreduce.csv.gz. Regimes: one per (op, GPU count) for nccl, per (source, GPU count) for
@@ -14,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from calibrate_comm import OPS, SOURCES, read
 from onnx import TensorProto, helper
 
+from estimator.calibration.fit_comm import OPS, SOURCES, read
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 

@@ -1,14 +1,14 @@
-#!/usr/bin/env python3
 """TPOT of Qwen3-32B, Qwen3-235B-A22B and gpt-oss-120b against measured H100 serving (issue 13).
 
-Source: ../shared/calibration/h100_sxm/e2e_serving.csv.gz (aiconfigurator's silicon_sample: TensorRT-LLM,
-vLLM and SGLang at a fixed client concurrency). Until the serving issue's `--serve` lands, a TPOT is
-priced as ONE decode step at batch B = concurrency against a cache of past = isl + osl / 2 tokens, on one
-GPU's shard of the model, plus (`--steady`, the default) the prefills in-flight batching mixes into
-every step in steady state: B / osl requests finish per step, so as many arrive, each prefilling isl
-tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl goes 128 -> 512: 0.5 x a
-~160 ms prefill, as this predicts). The KV cache is appended in place (the decode graph's Concat of
-past and new K/V, HF's semantics, is not charged: engines write the new row into a paged cache).
+Source: e2e_serving.csv.gz of the --data folder (../shared/calibration/h100_sxm; aiconfigurator's
+silicon_sample: TensorRT-LLM, vLLM and SGLang at a fixed client concurrency). Until the serving issue's
+`--serve` lands, a TPOT is priced as ONE decode step at batch B = concurrency against a cache of past =
+isl + osl / 2 tokens, on one GPU's shard of the model, plus (`--steady`, the default) the prefills
+in-flight batching mixes into every step in steady state: B / osl requests finish per step, so as many
+arrive, each prefilling isl tokens (the measured TPOT at isl 2048, B 128 falls from 184 to 63 ms as osl
+goes 128 -> 512: 0.5 x a ~160 ms prefill, as this predicts).
+The KV cache is appended in place (the decode graph's Concat of past and new K/V, HF's semantics, is not
+charged: engines write the new row into a paged cache).
 Where the framework mixes a prefill into a decode step (in-flight batching: TensorRT-LLM, vLLM's chunked
 prefill; not SGLang, whose default runs prefill batches on their own, enable_mixed_chunk False), that
 step's decoding requests ride in the prefill's GEMMs: the weights are read once, and the mixed step's
@@ -44,24 +44,26 @@ its TPOTs 0.55-0.89x (osl 128, B 128 the lowest), as this predicts.
 NB: no scheduler or sampling time, and disaggregated rows are left out. Targets: Qwen3-32B median
 |error| <= 12%, the MoE models <= 20%.
 
-    python tools/validate_moe_serving.py [--csv PATH] [--models qwen3-32b,...] [--frameworks trtllm,...]
-        [--tp 1,2] [--verbose] [--no-steady] [--no-mixed] [--no-waves] [--no-w8a8]
+    estimate validate moe-serving --data ../shared/calibration/h100_sxm [--models qwen3-32b,...]
+        [--frameworks trtllm,...] [--tp 1,2] [--verbose] [--no-steady] [--no-mixed] [--no-waves] [--no-w8a8]
+        [--markdown]
+A missed target prints MISSED (the exit code stays 0: 1 is the CLI's internal error).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import gzip
 import statistics
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from estimator.calibration.markdown import pct, table
+from estimator.calibration.tables import check_data
+from estimator.errors import UserError
 
-DEFAULT_CSV = ROOT.parent / "shared" / "calibration" / "h100_sxm" / "e2e_serving.csv.gz"
 MODELS = {"qwen3-32b": "Qwen/Qwen3-32B", "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B-FP8",
           "gpt-oss-120b": "openai/gpt-oss-120b"}
 TARGETS = {"qwen3-32b": 0.12, "qwen3-235b-a22b": 0.20, "gpt-oss-120b": 0.20}
@@ -110,11 +112,14 @@ def with_expert_format(cfg, stored: str):
 
 def sharded_graphs(cfg, tp: int, ep: int):
     """(decode, prefill) graphs of one GPU under TP and EP, through the passes `estimate` uses."""
-    from estimator.cli.hf import expert_parallel
+    from dataclasses import replace
+
     from estimator.frontends.hf_config import build_graph
+    from models.decoder_config import shard_experts
     from passes.shard_tp import shard_tp
 
-    cfg = expert_parallel(cfg, ep)
+    if ep > 1:  # one GPU's expert share, as `estimate --expert-parallel` (estimator/cli/hf.py) takes it
+        cfg = replace(cfg, moe=shard_experts(cfg.moe, ep))
     return tuple(shard_tp(build_graph(cfg, decode=decode), tp).graph for decode in (True, False))
 
 
@@ -217,92 +222,125 @@ def rows_of(path: Path) -> list[dict]:
         return [r for r in csv.DictReader(f) if r["mode"] == "agg" and r["silicon_tpot_ms"]]
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--csv", type=Path, default=DEFAULT_CSV)
-    ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--frameworks", default="trtllm,vllm,sglang", help="only these backends' rows")
-    ap.add_argument("--tp", default="", help="only rows of these TP sizes (comma list)")
-    ap.add_argument("--verbose", action="store_true", help="print every row's TPOT")
-    ap.add_argument("--no-steady", dest="steady", action="store_false",
-                    help="price the decode step alone (no in-flight prefills)")
-    ap.add_argument("--no-mixed", dest="mixed", action="store_false",
-                    help="charge each in-flight prefill whole on top of the decode step (the figures "
-                         "before mixed steps were modelled)")
-    ap.add_argument("--no-waves", dest="waves", action="store_false",
-                    help="price a prefill-first framework's rows (SGLang) with the in-flight model too "
-                         "(the figures before its lock-step waves were modelled)")
-    ap.add_argument("--no-w8a8", dest="w8a8", action="store_false",
-                    help="price per-tensor fp8 rows with --precision fp8 (every tensor fp8, no "
-                         "quantization kernels: the figures before)")
-    args = ap.parse_args(argv)
+@dataclass(frozen=True)
+class MoeServingCheck:
+    """What `estimate validate moe-serving` was asked (the command line, read once)."""
 
+    data: Path
+    models: tuple[str, ...] = tuple(MODELS)
+    frameworks: tuple[str, ...] = ("trtllm", "vllm", "sglang")
+    tp: tuple[str, ...] = ()
+    verbose: bool = False
+    steady: bool = True
+    mixed: bool = True
+    waves: bool = True
+    w8a8: bool = True
+    markdown: bool = False
+
+
+def markdown(name: str, errors_by_key: dict) -> str:
+    """A model's TPOT accuracy per deployment as a Markdown table: median and p90 of |error|, the signed
+    median (+ = over-predicted) and the median |error| without the communication kernels."""
     import numpy as np
 
+    def cells(err, bare):
+        return (len(err), pct(float(np.median(np.abs(err)))), pct(float(np.percentile(np.abs(err), 90))),
+                pct(float(np.median(err)), True), pct(float(np.median(np.abs(bare)))))
+
+    rows = [(f"{backend} tp {tp} ep {ep} moe-tp {moe_tp} {precision}", *cells(err, bare))
+            for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items()]
+    every = [np.concatenate([e[i] for e in errors_by_key.values()]) for i in (0, 1)]
+    rows.append(("all", *cells(*every)))
+    return f"**{name}** (target: median |error| <= {TARGETS[name]:.0%})\n\n" + table(
+        ("deployment", "rows", "TPOT median", "TPOT p90", "TPOT signed", "median without comm"), rows)
+
+
+def run(args: MoeServingCheck) -> int:
     import hwdesc
+
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown:
+        raise UserError(f"--models: unknown model(s) {', '.join(unknown)}; known: {', '.join(MODELS)}")
+    check_data(args.data, "e2e_serving.csv.gz")
+    hw = hwdesc.load("h100-sxm")
+    rows = rows_of(args.data / "e2e_serving.csv.gz")
+    for name in args.models:
+        errors_by_key = model_errors(name, rows, hw, args)
+        if not errors_by_key:
+            print(f"\n{name}: no rows")
+        elif args.markdown:
+            print("\n" + markdown(name, errors_by_key))
+        else:
+            print(text(name, errors_by_key))
+    return 0
+
+
+def model_errors(name: str, rows: list[dict], hw, args: MoeServingCheck) -> dict:
+    """(tp, ep, moe_tp, precision, backend) -> (relative TPOT errors, the same without the communication
+    kernels) of the model's rows, each group priced once."""
+    import numpy as np
+
     from estimator.serve.frameworks import framework
     from models.named_configs import NAMED
 
-    hw = hwdesc.load("h100-sxm")
-    rows = rows_of(args.csv)
-    failed = False
-    for name in args.models.split(","):
-        mine = [r for r in rows if r["model_path"] == MODELS[name]
-                and r["backend"] in args.frameworks.split(",")
-                and (not args.tp or r["tp_size"] in args.tp.split(","))]
-        groups: dict[tuple, list[dict]] = defaultdict(list)
-        for r in mine:
-            precision, stored = precision_of(r, NAMED[name], args.w8a8)
-            tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
-            if NAMED[name].moe is None:
-                ep = 1
-            key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, stored, r["backend"])
-            groups[key].append(r)
-        errors_by_key = {}
-        for (tp, ep, moe_tp, precision, stored, backend), grp in sorted(groups.items()):
-            if NAMED[name].moe is not None and moe_tp * ep != tp:
-                print(f"  skipped {len(grp)} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}", file=sys.stderr)
-                continue
-            decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
-            batches = {int(r["batch_size"]) for r in grp}
-            decode, prec = deployed(decode, precision, backend)
-            step = _decode_step(decode, hw, prec, batches, backend)
-            prefill_graph, prec = deployed(prefill_graph, precision, backend)
-            prefill = _prefill(prefill_graph, hw, prec, backend) if args.steady else None
-            meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
-            errs = []
-            mixed = backend in MIXED_BATCHING and args.mixed
-            waves = framework(backend).scheduler == "prefill_first" and prefill is not None and args.waves
-            chunk = int(framework(backend).max_num_tokens)
-            for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
-                est = np.array([wave_tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
-                                            float(r["isl"]), float(r["osl"]), chunk, i) if waves else
-                                tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
-                                       float(r["isl"]), float(r["osl"]), mixed, i)
-                                for r in grp]) * 1e3
-                errs.append((est - meas) / meas)
-                if args.verbose and i == 0:
-                    for r, e, m in zip(grp, est, meas, strict=True):
-                        print(f"    {backend} tp {tp} {precision} isl {r['isl']} osl {r['osl']} "
-                              f"batch {r['batch_size']}: measured {m:.2f} ms, estimate {e:.2f} ms "
-                              f"({(e - m) / m:+.1%})")
-            errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
-        all_err = np.concatenate([e[0] for e in errors_by_key.values()])
-        no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
-        med = float(statistics.median(np.abs(all_err)))
-        ok = med <= TARGETS[name]
-        failed |= not ok
-        print(f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
-              f"{'ok' if ok else 'MISSED'}; without the communication kernels "
-              f"{float(statistics.median(np.abs(no_comm))):.1%}")
-        print(f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>10} {'rows':>5} "
-              f"{'median err':>11} {'median |err|':>13} {'no-comm err':>12} {'no-comm |err|':>14}")
-        for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items():
-            print(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>10} {len(err):>5} "
-                  f"{float(np.median(err)):>11.1%} {float(np.median(np.abs(err))):>13.1%} "
-                  f"{float(np.median(bare)):>12.1%} {float(np.median(np.abs(bare))):>14.1%}")
-    return 1 if failed else 0
+    mine = [r for r in rows if r["model_path"] == MODELS[name]
+            and r["backend"] in args.frameworks
+            and (not args.tp or r["tp_size"] in args.tp)]
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in mine:
+        precision, stored = precision_of(r, NAMED[name], args.w8a8)
+        tp, ep = _int(r, "tp_size"), _int(r, "moe_ep_size")
+        if NAMED[name].moe is None:
+            ep = 1
+        key = (tp, ep, _int(r, "moe_tp_size", tp // ep), precision, stored, r["backend"])
+        groups[key].append(r)
+    errors_by_key = {}
+    for (tp, ep, moe_tp, precision, stored, backend), grp in sorted(groups.items()):
+        if NAMED[name].moe is not None and moe_tp * ep != tp:
+            print(f"  skipped {len(grp)} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}", file=sys.stderr)
+            continue
+        decode, prefill_graph = sharded_graphs(with_expert_format(NAMED[name], stored), tp, ep)
+        batches = {int(r["batch_size"]) for r in grp}
+        decode, prec = deployed(decode, precision, backend)
+        step = _decode_step(decode, hw, prec, batches, backend)
+        prefill_graph, prec = deployed(prefill_graph, precision, backend)
+        prefill = _prefill(prefill_graph, hw, prec, backend) if args.steady else None
+        meas = np.array([float(r["silicon_tpot_ms"]) for r in grp])
+        errs = []
+        mixed = backend in MIXED_BATCHING and args.mixed
+        waves = framework(backend).scheduler == "prefill_first" and prefill is not None and args.waves
+        chunk = int(framework(backend).max_num_tokens)
+        for i in (0, 1):  # 0: with the communication kernels, 1: without (the figures before)
+            est = np.array([wave_tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                        float(r["isl"]), float(r["osl"]), chunk, i) if waves else
+                            tpot_s(step[int(r["batch_size"])], prefill, int(r["batch_size"]),
+                                   float(r["isl"]), float(r["osl"]), mixed, i)
+                            for r in grp]) * 1e3
+            errs.append((est - meas) / meas)
+            if args.verbose and i == 0:
+                for r, e, m in zip(grp, est, meas, strict=True):
+                    print(f"    {backend} tp {tp} {precision} isl {r['isl']} osl {r['osl']} "
+                          f"batch {r['batch_size']}: measured {m:.2f} ms, estimate {e:.2f} ms "
+                          f"({(e - m) / m:+.1%})")
+        errors_by_key[(tp, ep, moe_tp, precision + (f"/{stored}" if stored else ""), backend)] = errs
+    return errors_by_key
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def text(name: str, errors_by_key: dict) -> str:
+    """The plain-text table of a model's errors (median signed and |error|, with and without comm)."""
+    import numpy as np
+
+    all_err = np.concatenate([e[0] for e in errors_by_key.values()])
+    no_comm = np.concatenate([e[1] for e in errors_by_key.values()])
+    med = float(statistics.median(np.abs(all_err)))
+    ok = med <= TARGETS[name]
+    lines = [f"\n{name}: {len(all_err)} rows, median |error| {med:.1%} (target {TARGETS[name]:.0%}) "
+             f"{'ok' if ok else 'MISSED'}; without the communication kernels "
+             f"{float(statistics.median(np.abs(no_comm))):.1%}",
+             f"  {'framework':>9} {'tp':>3} {'ep':>3} {'moe_tp':>6} {'prec':>10} {'rows':>5} "
+             f"{'median err':>11} {'median |err|':>13} {'no-comm err':>12} {'no-comm |err|':>14}"]
+    for (tp, ep, moe_tp, precision, backend), (err, bare) in errors_by_key.items():
+        lines.append(f"  {backend:>9} {tp:>3} {ep:>3} {moe_tp:>6} {precision:>10} {len(err):>5} "
+                     f"{float(np.median(err)):>11.1%} {float(np.median(np.abs(err))):>13.1%} "
+                     f"{float(np.median(bare)):>12.1%} {float(np.median(np.abs(bare))):>14.1%}")
+    return "\n".join(lines)

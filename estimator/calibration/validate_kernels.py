@@ -1,10 +1,11 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
-    python tools/validate_kernels.py --data ../shared/calibration/h100_sxm --arch h100-sxm [--warm-inputs]
-                                     [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce]
-                                     [--sample N] [--json OUT]
+    estimate validate kernels --data ../shared/calibration/h100_sxm [--arch h100-sxm] [--warm-inputs]
+                              [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce]
+                              [--sample N] [--json OUT] [--markdown]
 
-Every row becomes the ONNX graph tools/kernel_graphs.py builds for it (a MatMul y = x . W^T with W an
+Every row becomes the ONNX graph estimator/calibration/kernel_graphs.py builds for it (a MatMul
+y = x . W^T with W an
 initializer; RoPE + opset-23 Attention for context attention; Attention over a KV cache for generation),
 and runs through `estimator.estimate.estimate` as the CLI would (default fusion strategy, tiling on), in
 one process. The bound and the estimate of a row are the sums over its graph's kernels.
@@ -15,37 +16,33 @@ sequences): bound violations (measured below the bound: the model is wrong there
 1x128 block-scaled `fp8_block`) time the activation's quantization too (a QuantizeLinear kernel is in
 their graph) and are reported on their own; table `fp8_block` is the block-scaled rows alone (a sample
 of N of them, by GEMM regime). `nccl` and `allreduce` are the collective tables
-(nccl.csv.gz, custom_allreduce.csv.gz; tools/validate_comm.py), per op or framework and GPU count.
+(nccl.csv.gz, custom_allreduce.csv.gz; validate_comm.py, `estimate validate comm`), per op or framework
+and GPU count.
 
 `--warm-inputs`: activations start resident in L2 when they fit, as in the benchmarks (which rotate
 weights, not activations). The KV cache of generation rows is never warm: those tables do not keep it in
-L2 (tools/calibrate.py). `--sample N` prices a seeded sample of N rows per table (the full tables take
-~15 minutes on one core).
+L2 (estimator/calibration/tables.py). `--sample N` prices a seeded sample of N rows per table (the full
+tables take ~15 minutes on one core).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
-
-import kernel_graphs  # noqa: E402
-import validate_comm  # noqa: E402
-from calibrate import DEFAULT_DATA, read_table, select  # noqa: E402
-
-import hwdesc  # noqa: E402
-from estimator.estimate import estimate  # noqa: E402
-from estimator.frontends.onnx_import import import_model  # noqa: E402
-from passes import DEFAULT_STRATEGY, pipeline_for  # noqa: E402
+import hwdesc
+from estimator.calibration import kernel_graphs, validate_comm
+from estimator.calibration.markdown import pct, table
+from estimator.calibration.tables import check_data, read_table, select
+from estimator.errors import UserError
+from estimator.estimate import estimate
+from estimator.frontends.onnx_import import import_model
+from passes import DEFAULT_STRATEGY, pipeline_for
 
 # the GEMM tables are views of gemm.csv.gz by dtype: fp8 holds both fp8 kinds, fp8_block the block-scaled
 # rows alone
@@ -136,7 +133,7 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
 
 
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict:
-    comm = table in validate_comm.TABLES  # collectives: tools/validate_comm.py
+    comm = table in validate_comm.TABLES  # collectives: validate_comm.py
     rows = validate_comm.rows_of(data, table) if comm else rows_of(data, table)
     n = len(rows["t"])
     idx = np.arange(n)
@@ -182,27 +179,51 @@ def show(result: dict) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--arch", default="h100-sxm")
-    ap.add_argument("--warm-inputs", action="store_true")
-    ap.add_argument("--tables", default="gemm,fp8,context,generation,nccl,allreduce")
-    ap.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", type=Path, help="also write the results as JSON here")
-    args = ap.parse_args(argv)
+def markdown(result: dict) -> str:
+    """One table's accuracy as a Markdown table (no wall time: the figures alone, for docs). Errors are
+    |estimate - measured| / measured (median, 90th percentile) and the signed median (+ = over-predicted)."""
+    head = (f"**{result['table']}**: {result['all']['rows']} rows"
+            + (f" (seeded sample of {result['rows_in_table']})" if result["sampled"] else ""))
+    rows = [(label, s["rows"], pct(s["median_err"]), pct(s["p90_err"]), pct(s["median_signed"], True),
+             s["violations"], s["violations_beyond_noise"], f"{s['worst_measured_over_bound']:.3f}")
+            for label, s in [*result["regimes"].items(), ("all", result["all"])]]
+    return head + "\n\n" + table(("regime", "rows", "median error", "p90 error", "median signed",
+                                    "below bound", "below by > 3%", "worst measured / bound"), rows)
+
+
+ALL_TABLES = (*GEMM_TABLES, "context", "generation", *validate_comm.TABLES)
+TABLE_FILES = {**dict.fromkeys(GEMM_TABLES, "gemm.csv.gz"), "context": "context_attention.csv.gz",
+               "generation": "generation_attention.csv.gz", **validate_comm.TABLES}
+
+
+@dataclass(frozen=True)
+class KernelCheck:
+    """What `estimate validate kernels` (or `comm`) was asked (the command line, read once)."""
+
+    data: Path
+    tables: tuple[str, ...]
+    arch: str = "h100-sxm"
+    warm_inputs: bool = False
+    sample: int = 0
+    seed: int = 0
+    json: Path | None = None
+    markdown: bool = False
+
+
+def run(args: KernelCheck) -> int:
+    unknown = [t for t in args.tables if t not in ALL_TABLES]
+    if unknown:
+        raise UserError(f"--tables: unknown table(s) {', '.join(unknown)}; known: {', '.join(ALL_TABLES)}")
+    check_data(args.data, *dict.fromkeys(TABLE_FILES[t] for t in args.tables))
+    if args.sample < 0:
+        raise UserError(f"--sample {args.sample}: must be >= 0")
     hw = hwdesc.load(args.arch)
     results = []
-    for table in args.tables.split(","):
-        result = run_table(table.strip(), args.data, hw, args.warm_inputs, args.sample, args.seed)
+    for name in args.tables:
+        result = run_table(name, args.data, hw, args.warm_inputs, args.sample, args.seed)
         results.append(result)
-        print("\n".join(show(result)), flush=True)
+        print(markdown(result) + "\n" if args.markdown else "\n".join(show(result)), flush=True)
     if args.json:
         args.json.write_text(json.dumps({"arch": hw.name, "warm_inputs": args.warm_inputs, "tables": results},
                                         indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,16 +3,17 @@ the family files' `collectives` (hwdesc/families/hopper.yaml, and carried over t
 families inherit Hopper's) and the framework overheads into
 estimator/pricing/custom_allreduce.yaml.
 
-    python tools/calibrate_comm.py [--data ../shared/calibration/h100_sxm] [--write]
+    estimate calibrate --comm [--data ../shared/calibration/h100_sxm] [--write] [--keep-nccl]
 
 Tables (serving.md section 0): nccl.csv.gz (nccl-tests, no CUDA graph: 4 ops x {half, int8} x {2, 4, 8}
 GPUs x 21 sizes; `message_elements` is the total buffer) and custom_allreduce.csv.gz (bf16 custom
 all-reduce of TensorRT-LLM, vLLM and SGLang, graph and eager, 2/4/8 GPUs, 23 sizes).
 
 The model is estimator/pricing/collectives.py's; here it is evaluated on numpy arrays (`nccl_times`,
-`custom_times`), and tools/validate_kernels.py checks the written constants through the estimator itself.
-Stages, each a Nelder-Mead search (tools/calibrate.py's) in log space for times and efficiencies,
-minimizing the sum over group sizes of the median plus the 90th percentile of |est - meas| / meas:
+`custom_times`), and `estimate validate comm` checks the written constants through the estimator
+itself. Stages, each a Nelder-Mead search (estimator/calibration/search.py) in log space for times and
+efficiencies, minimizing the sum over group sizes of the median plus the 90th percentile of
+|est - meas| / meas:
   1. per NCCL op: per protocol (LL, LL128, Simple) alpha_s, step_s and the bus efficiency at 2, 4 and 8
      GPUs; for all-reduce also the NVLS line (alpha_s, efficiency; fp16 at 8 GPUs, NVLS's min_gpus);
      then seeded restarts around the best point (the min over lines has local optima). All-to-all is
@@ -27,28 +28,22 @@ The estimator never reads these tables.
 
 from __future__ import annotations
 
-import argparse
-import csv
-import gzip
 import os
 import re
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+import hwdesc
+from estimator.calibration import comm_constants
+from estimator.calibration.descriptors import ROOT
+from estimator.calibration.search import nelder_mead
+from estimator.calibration.tables import check_data, read_csv
+from estimator.errors import UserError
+from estimator.pricing import collectives
+from hwdesc.interconnect import EFFICIENCY_GROUPS, PROTOCOLS
 
-import comm_constants  # noqa: E402
-from calibrate import nelder_mead  # noqa: E402
-
-import hwdesc  # noqa: E402
-from estimator.pricing import collectives  # noqa: E402
-from hwdesc.interconnect import EFFICIENCY_GROUPS, PROTOCOLS  # noqa: E402
-
-DEFAULT_DATA = ROOT.parent / "shared" / "calibration" / "h100_sxm"
 OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
        "alltoall": "all_to_all"}
 ELEMENT_BYTES = {"half": 2, "int8": 1, "bfloat16": 2}
@@ -62,8 +57,7 @@ P2P_LL_CANDIDATES = (16384, 32768, 65536)  # NCCL_P2P_LL_THRESHOLD (16 KiB) x 1,
 
 
 def read(path: Path) -> dict[str, np.ndarray]:
-    with gzip.open(path, "rt") as f:
-        rows = list(csv.DictReader(f))
+    rows = read_csv(path, "num_gpus", "message_elements", "latency_ms")
     out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     out["n"] = out["num_gpus"].astype(int)
     dtype = out["nccl_dtype"] if "nccl_dtype" in out else out["dtype"]
@@ -335,10 +329,10 @@ def write_frameworks(over: dict, path: Path = collectives.FRAMEWORKS_FILE) -> No
         for key, value in over.get(name, {}).items():
             indent, entry = ("      ", "eager_host_s") if key == "route_eager_host_s" else ("  ", key)
             pattern = rf"(?m)^({indent}{entry}:\n{indent}  value: )[^\n]*\n{indent}  source: [^\n]*"
-            repl = r"\g<1>" + _yaml_value(value) + "\n" + indent + '  source: "tools/calibrate_comm.py"'
+            repl = r"\g<1>" + _yaml_value(value) + "\n" + indent + '  source: "estimate calibrate --comm"'
             block, count = re.subn(pattern, repl, block)
             if not count:
-                raise SystemExit(f"{path}: no {name}.{key} entry to write")
+                raise UserError(f"{path}: no {name}.{key} entry to write")
         out.append(block)
     path.write_text("".join(out))
     collectives.frameworks.cache_clear()
@@ -357,15 +351,19 @@ def report(rows, est, keys) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--arch", default="h100-sxm")
-    ap.add_argument("--write", action="store_true")
-    ap.add_argument("--restarts", type=int, default=6, help="seeded restarts of each NCCL op's search")
-    ap.add_argument("--keep-nccl", action="store_true",
-                    help="take the NCCL and NVLS constants from the descriptor; fit only the custom stage")
-    args = ap.parse_args(argv)
+@dataclass(frozen=True)
+class CommFit:
+    """What `estimate calibrate --comm` was asked (the command line, read once)."""
+
+    data: Path
+    arch: str = "h100-sxm"
+    write: bool = False
+    restarts: int = 6
+    keep_nccl: bool = False
+
+
+def run(args: CommFit) -> int:
+    check_data(args.data, "nccl.csv.gz", "custom_allreduce.csv.gz")
     hw = hwdesc.load(args.arch)
     link = hw.interconnect.nvlink_bytes_per_s_per_direction
     nccl_rows = read(args.data / "nccl.csv.gz")
@@ -394,14 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n# custom_allreduce.csv.gz residuals")
     print("\n".join(report(custom_rows, est, ("kernel_source", "n"))))
     if args.write:
-        data = os.path.relpath(args.data.resolve(), ROOT)
+        data = os.path.relpath(Path(args.data).resolve(), ROOT)
         print("wrote " + ", ".join(comm_constants.write(
             consts, hwdesc.bundled_dir(), fitted_on=f"{data}/nccl.csv.gz, custom_allreduce.csv.gz",
-            command=f"python tools/calibrate_comm.py --data {data} --write")))
+            command=f"estimate calibrate --comm --data {data} --write")))
         write_frameworks(over)
         print(f"wrote {collectives.FRAMEWORKS_FILE.name}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""ONNX graphs for the rows of the measured kernel tables (tools/validate_kernels.py, tools/calibrate.py).
+"""ONNX graphs for the rows of the measured kernel tables (`estimate validate kernels`, `estimate calibrate`).
 
 What each table measures, written as ONNX ops (dims are ints, or dim_param strings for a symbolic
 template):

@@ -1,7 +1,7 @@
 """Writes the fitted collective constants into the family files' `collectives` group
 (hwdesc/families/<family>.yaml; the loader puts it under each SKU's `interconnect`).
 
-The constants (tools/calibrate_comm.py) are a nested dict:
+The constants (estimator/calibration/fit_comm.py) are a nested dict:
     {"nccl": {op: {protocol: {"alpha_s", "step_s", "bus_efficiency": [at 2, 4, 8]}}},
      "nvls": {"alpha_s", "bus_efficiency", "min_gpus"},
      "p2p_ll_max_bytes_per_peer": bytes (optional; collectives._p2p),
@@ -16,11 +16,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SOURCE = ("tools/calibrate_comm.py on the H100 SXM NCCL and custom all-reduce tables; latencies as fitted, "
+SOURCE = ("estimate calibrate --comm on the H100 SXM NCCL and custom all-reduce tables; latencies as fitted, "
           "bus efficiencies as fractions of the GPU's own link (so they carry over to each SKU of the family "
           "through its bandwidth)")
 CARRIED = ("not fitted on a {family} GPU: the H100 fit (hwdesc/families/hopper.yaml) carried over by "
-           "tools/comm_constants.py, the NVLS and multimem bus efficiencies scaled by NCCL's nvlsEfficiency "
+           "estimator/calibration/comm_constants.py, the NVLS and multimem bus efficiencies scaled by NCCL's "
+           "nvlsEfficiency "
            "ratio ({family} {ratio} / Hopper 0.85, serving.md 1.2c); rewritten with the Hopper fit by the "
            "same command")
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}  # NCCL tuning.cc nvlsEfficiency (serving.md 1.2c)
