@@ -127,7 +127,7 @@ def test_lru_stack_distance():
 
 
 def run(model, arch="h100-sxm", **kw):
-    return estimate(import_model(model), hwdesc.load(arch), tiling=True, **kw)
+    return estimate(import_model(model), hwdesc.load(arch), **kw)
 
 
 def test_bound_unchanged_without_residency():
@@ -225,6 +225,6 @@ def test_blackwell_two_sm_tiles_and_fp4():
 
 
 def test_library_default_stays_roofline():
-    (k,) = estimate(import_model(matmul_model(4096, 4096, 4096)), H100).kernels
+    (k,) = estimate(import_model(matmul_model(4096, 4096, 4096)), H100, roofline=True).kernels
     assert k.kernel.tile is None
     assert math.isclose(float(k.timing.estimate_s), 2 * 4096**3 / 989.4e12 / H100.efficiency["tensor"])

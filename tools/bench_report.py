@@ -61,7 +61,7 @@ def main() -> int:
     def context():
         """A Context as the CLI makes one: the base estimate keeps the graph after each of its passes."""
         ctx = Context(graph, hw, None, precision=a.precision, dims=dims, pipeline=pipeline)
-        ctx.base = estimate(graph, hw, precision=a.precision, dims=dims, pipeline=pipeline, tiling=True,
+        ctx.base = estimate(graph, hw, precision=a.precision, dims=dims, pipeline=pipeline,
                             after_pass=ctx.after_pass())
         return ctx
 

@@ -61,14 +61,15 @@ def main() -> int:
     for arch in args.arch.split(","):
         hw = hwdesc.load(arch)
         t0 = time.perf_counter()
-        result = estimate(graph, hw, precision=args.precision, dims=fixed, pipeline=pipeline, tiling=tiling)
+        result = estimate(graph, hw, precision=args.precision, dims=fixed, pipeline=pipeline,
+                          roofline=not tiling)
         t_est = time.perf_counter() - t0
         t0 = time.perf_counter()
         compiled = Compiled(result)
         t_lam = time.perf_counter() - t0
         sweeper = Sweeper(lambda extra, hw=hw: estimate(graph, hw, precision=args.precision,
                                                         dims={**fixed, **extra}, pipeline=pipeline,
-                                                        tiling=tiling))
+                                                        roofline=not tiling))
         sweeper.compiled, sweeper.result = compiled, result  # reuse the build just timed
         times, cpu = [], []
         for _ in range(args.runs):

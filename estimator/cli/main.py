@@ -244,7 +244,7 @@ def run(argv: list[str] | None) -> int:
 
         results = {name: estimate(graph, hw, precision=args.precision, dims=dims,
                                   pipeline=pipeline_for(name, hw.family), strict=args.strict,
-                                  verify_each=args.verify_each, tiling=not args.roofline,
+                                  verify_each=args.verify_each, roofline=args.roofline,
                                   warm_inputs=args.warm_inputs, kernel_sass=compiled)
                    for name in strategy_list(args.compare_fusion)}
         print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
@@ -252,7 +252,7 @@ def run(argv: list[str] | None) -> int:
         return 0
     result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
                       strict=args.strict, after_pass=fusion_report.printer(args.print_after),
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
+                      verify_each=args.verify_each, roofline=args.roofline, warm_inputs=args.warm_inputs,
                       kernel_sass=compiled)
     from estimator.study.closed_form import closed_form
 

@@ -129,7 +129,7 @@ def context(args: argparse.Namespace, graph, dims, hw, framework: str | None = N
     ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
                   tiling=not args.roofline, warm_inputs=args.warm_inputs, serve=serve, framework=framework)
     ctx.base = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=ctx.pipeline,
-                        strict=args.strict, verify_each=args.verify_each, tiling=ctx.tiling,
+                        strict=args.strict, verify_each=args.verify_each, roofline=not ctx.tiling,
                         warm_inputs=args.warm_inputs, framework=framework, after_pass=ctx.after_pass())
     return ctx
 
@@ -200,7 +200,7 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
     bound = {k: v for k, v in ctx.dims.items() if k not in swept}
     def build(extra):
         return estimate(ctx.graph, ctx.hw, precision=ctx.precision, dims={**bound, **extra},
-                        pipeline=ctx.pipeline, strict=args.strict)
+                        pipeline=ctx.pipeline, strict=args.strict, roofline=True)
 
     sweeper = Sweeper(build)
     pts = sweeper.evaluate(grid(sweeps))

@@ -118,7 +118,7 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
             dims=dims,
             pipeline=pipeline_of(args, hw.family),
             strict=args.strict,
-            tiling=not args.roofline,
+            roofline=args.roofline,
             framework="trtllm",
         )
     if args.json:
@@ -291,7 +291,7 @@ def _decode_table(args, dep, work, result):
         precision=args.precision,
         dims=serve_report.decode_dims(work, result),
         pipeline=dep.opts.pipeline,
-        tiling=dep.opts.tiling,
+        roofline=not dep.opts.tiling,
         framework=fw.name if fw.custom_allreduce else None,
     )
 

@@ -142,7 +142,7 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
             # (estimator/pricing/points.py); --roofline turns it off here too.
             return estimate(graph, hw, precision=args.precision, dims={**bound, **extra},
                             pipeline=pipeline_of(args, hw.family), strict=args.strict,
-                            tiling=not getattr(args, "roofline", False),
+                            roofline=getattr(args, "roofline", False),
                             warm_inputs=getattr(args, "warm_inputs", False))
 
         sweeper = Sweeper(build)

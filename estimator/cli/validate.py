@@ -69,7 +69,8 @@ def _validate(args: argparse.Namespace) -> int:
 
     # a file's shapes are always inferred (it may have been edited): only a built model skips it
     graph = import_model(model, builder_shapes=not args.model_path)
-    result = estimate(graph, hw, dims=dims, pipeline=pipeline_for(fusion, hw.family), strict=args.strict)
+    result = estimate(graph, hw, dims=dims, pipeline=pipeline_for(fusion, hw.family), strict=args.strict,
+                      roofline=True)
     v = validate(result, model, source, ep=args.ep, runs=args.runs, fusion=fusion)
     if args.json:
         print(json.dumps(validate_report.to_json(v), indent=1))

@@ -138,7 +138,7 @@ def to_graph(module, example_args: Any, dynamic_shapes: Any = None, *, decompose
 def from_torch(module, example_args: Any, dynamic_shapes: Any = None, *, arch: Any = "h100-sxm",
                decompose: bool = False, **estimate_kwargs: Any):
     """Export, import and estimate `module` on `arch` (a SKU, alias, YAML path or HardwareDescriptor);
-    `estimate_kwargs` go to `estimator.estimate.estimate` (precision, dims, pipeline, strict)."""
+    `estimate_kwargs` go to `estimator.estimate.estimate` (precision, dims, pipeline, roofline, strict...)."""
     import hwdesc
     from estimator.estimate import estimate
     from estimator.frontends.mlir_import import check_dim_ranges

@@ -97,7 +97,7 @@ def _estimate(args, profile, arch: str | None):
         hw,
         dims=dims,
         pipeline=pipeline_for(args.fusion, hw.family),
-        tiling=not args.roofline and not profile.host,
+        roofline=not (not args.roofline and not profile.host),
     )
     if result.symbolic:
         free = ", ".join(k for k, v in result.dims.items() if v is None)
