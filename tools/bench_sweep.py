@@ -34,7 +34,7 @@ def main() -> int:
 
     import hwdesc
     import models
-    from estimator.cli.main import pipeline_of
+    from estimator.cli.options import pipeline_of
     from estimator.estimate import estimate
     from estimator.frontends.onnx_import import import_model
     from estimator.study.sweep import Compiled, Sweeper, to_csv
@@ -45,7 +45,7 @@ def main() -> int:
     fixed = {k: v for k, v in spec.default_dims.items() if k != swept}
     # Step 16 keeps every point above 1 (a dim of 1 gets its own build, see estimator.study.sweep.Sweeper).
     values = np.arange(1, args.points + 1) * 16
-    pipeline = pipeline_of(argparse.Namespace(pipeline=None, fusion=None))
+    pipeline = pipeline_of(None, None)  # the CLI's default: --fusion tensorrt
     tiling = not args.roofline
     target = 0.2 if args.roofline else 0.5
 

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from estimator.cli.options import parse_dims
@@ -67,7 +67,7 @@ class ProfileOptions:
 
     file: str
     model: str | None = None
-    dims: Mapping[str, int] = MappingProxyType({})
+    dims: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     arch: str | None = None
     fusion: str = "none"
     roofline: bool = False
