@@ -44,7 +44,7 @@ class Result:
     totals: dict[str, Expr] = field(default_factory=dict)
     fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
-    tiling: bool = False  # kernels carry tile plans (estimator/tiling) and tile-level estimates
+    tiling: bool = False  # kernels carry tile plans (estimator/pricing) and tile-level estimates
     warm_inputs: bool | Iterable[str] = False  # graph inputs started resident in L2
     # invented dims the frontend merged and the merges it refused (frontends/unify_dims.py), for --explain
     dim_merges: dict[str, Expr] = field(default_factory=dict)
