@@ -10,7 +10,7 @@ import json
 import sys
 import traceback
 
-from estimator.cli.options import UsageError
+from estimator.cli.options import UsageError, from_args
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 
@@ -163,8 +163,6 @@ def run(argv: list[str] | None) -> int:
         print(list_models())
         return 0
     with cyclic_gc_paused(freeze=True):  # start-up: imports and the GPUs live until exit (gc_pause.py)
-        from estimator.cli.options import from_args
-
         opts = from_args(args)  # the one read of the Namespace: every mode takes `opts`
     for mode in _modes():
         code = mode.run(opts)
