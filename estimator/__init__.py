@@ -11,8 +11,8 @@ __all__ = ["from_torch"]
 def from_torch(module, example_args: Any, dynamic_shapes: Any = None, *, arch: Any = "h100-sxm",
                decompose: bool = False, **estimate_kwargs: Any):
     """Export, import and estimate `module` on `arch` (a SKU, alias, YAML path or HardwareDescriptor);
-    `estimate_kwargs` go to `estimator.estimate.estimate` (precision, dims, pipeline, strict). The export
-    and import are estimator/frontends/torch_api.py's."""
+    `estimate_kwargs` go to `estimator.estimate.estimate` (precision, dims, pipeline, roofline, strict...).
+    The export and import are estimator/frontends/torch_api.py's."""
     # Imported here: every `import estimator.X` runs this file first, and these need sympy, torch and
     # torch-mlir (lean start: `estimate --list-archs` imports none of them).
     import hwdesc

@@ -81,26 +81,46 @@ def bind_dims(graph: Graph, dims: Mapping[str, int]) -> Graph:
     return bind(graph, dims) if dims else graph
 
 
-def estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None = None,
-             dims: Mapping[str, int] | None = None, pipeline: str = DEFAULT_PIPELINE,
-             strict: bool = False, after_pass: Callable | None = None, verify_each: bool = False,
-             tiling: bool = False, warm_inputs: bool | Iterable[str] = False,
-             kernel_sass: Mapping | None = None, framework: str | None = None,
-             comm_graphed: bool = True) -> Result:
-    """Bind dims, re-type precision, run the pass pipeline (a fusion strategy's, see passes.STRATEGIES),
-    lower to kernels and price them. `after_pass(name, PassResult)` sees each pass's result.
-    `tiling`: give every kernel a tile plan on `hw` (estimator/pricing) and price it at tile level, with
-    L2 residency between kernels; `warm_inputs`: graph inputs (all, or the named ones) start resident in
-    L2 when they fit. Without
-    `tiling` (the library default) kernels are priced by the roofline estimate of estimator/pricing/price.py.
-    `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a compiled kernel for that node's GEMM).
-    `framework` (trtllm, vllm, sglang; None: plain NCCL) and `comm_graphed` (inside a CUDA graph) say how
-    collective kernels are priced (estimator/pricing/collectives.py)."""
+@dataclass(frozen=True)
+class EstimateOptions:
+    """How `estimate()` lowers and prices a graph: everything but the graph, the GPU and the dims.
+
+    `precision`: re-type every float tensor (None: the graph's dtypes). `pipeline`: the pass pipeline (a
+    fusion strategy's, see passes.STRATEGIES). `roofline`: price every kernel by the roofline estimate of
+    estimator/pricing/price.py instead of the tile model (tile plans on `hw`, L2 residency between
+    kernels), which is the default, as on the command line. `warm_inputs`: graph inputs (all, or the
+    named ones) start resident in L2 when they fit. `framework` (trtllm, vllm, sglang; None: plain NCCL)
+    and `comm_graphed` (inside a CUDA graph) say how collective kernels are priced
+    (estimator/pricing/collectives.py). `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a
+    compiled kernel for that node's GEMM). `strict`: an uncosted op is an error; `verify_each`: check the
+    graph's invariants after every pass."""
+
+    precision: str | None = None
+    pipeline: str = DEFAULT_PIPELINE
+    roofline: bool = False
+    warm_inputs: bool | Iterable[str] = False
+    framework: str | None = None
+    comm_graphed: bool = True
+    kernel_sass: Mapping | None = None
+    strict: bool = False
+    verify_each: bool = False
+
+
+def estimate(graph: Graph, hw: HardwareDescriptor, options: EstimateOptions | None = None, *,
+             dims: Mapping[str, int] | None = None, after_pass: Callable | None = None,
+             **changes) -> Result:
+    """Bind `dims`, re-type the precision, run the pass pipeline, lower to kernels and price them, as
+    `options` (EstimateOptions) say; keyword `changes` replace its fields, so `estimate(graph, hw)` prices
+    on the tile model with the default pipeline and `estimate(graph, hw, precision="bf16", dims={"seq":
+    4096}, roofline=True)` asks for the roofline. `after_pass(name, PassResult)` sees each pass's result."""
+    if options is not None and not isinstance(options, EstimateOptions):
+        raise TypeError(f"estimate(): options must be an EstimateOptions, not {type(options).__name__} "
+                        "(precision, pipeline, ... are keyword arguments)")
+    opts = replace(options or EstimateOptions(), **changes) if changes else (options or EstimateOptions())
     dims = dict(dims or {})
     free = sorted(s.name for s in graph.free_symbols())
     with cyclic_gc_paused(), symmath.flat_symbolic(len(set(free) - set(dims))):  # flat: see symmath
-        return _estimate(graph, hw, precision, dims, free, pipeline, strict, after_pass, verify_each, tiling,
-                         warm_inputs, kernel_sass, framework, comm_graphed)
+        return _estimate(graph, hw, opts, dims, free, after_pass)
 
 
 def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: Mapping[str, int],
@@ -124,14 +144,15 @@ def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, d
     return graph, costs, lower(graph, costs), refusals
 
 
-def _estimate(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: dict[str, int],
-              free: list[str], pipeline: str, strict: bool, after_pass: Callable | None, verify_each: bool,
-              tiling: bool, warm_inputs: bool | Iterable[str], kernel_sass: Mapping | None,
-              framework: str | None, comm_graphed: bool) -> Result:
+def _estimate(graph: Graph, hw: HardwareDescriptor, opts: EstimateOptions, dims: dict[str, int],
+              free: list[str], after_pass: Callable | None) -> Result:
+    precision, pipeline, tiling = opts.precision, opts.pipeline, not opts.roofline
+    warm_inputs, kernel_sass, framework, comm_graphed = (opts.warm_inputs, opts.kernel_sass, opts.framework,
+                                                         opts.comm_graphed)
     source = graph
     graph, costs, lowered, refusals = lowered_graph(graph, hw, precision, dims, pipeline, after_pass,
-                                                    verify_each)
-    if strict and lowered.uncosted:
+                                                    opts.verify_each)
+    if opts.strict and lowered.uncosted:
         u = lowered.uncosted[0]
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
                             f"{u.reason}")

@@ -38,7 +38,7 @@ def attention_model(q_len: int, kv_len: int, past: int = 0, dtype=TensorProto.BF
 
 
 def run(model, arch="h100-sxm", **kw):
-    return estimate(import_model(model), hwdesc.load(arch), tiling=True, **kw)
+    return estimate(import_model(model), hwdesc.load(arch), **kw)
 
 
 def test_is_decode_by_shapes():
@@ -61,7 +61,7 @@ def test_one_query_over_plain_kv_prices_as_decode_within_5_percent_of_past_form(
 def test_llama_70b_decode_fused_attention_keeps_its_groups():
     g = import_model(build_model("llama-3-70b-decode"))
     r = estimate(g, hwdesc.load("h200"), precision="bf16", dims={"batch": 64, "past_seq": 5120},
-                 tiling=True, pipeline=STRATEGIES["tensorrt"])
+                 pipeline=STRATEGIES["tensorrt"])
     (att,) = {p.kernel.signature: p for p in r.kernels if p.kernel.kind == "attention"}.values()
     info = r.graph.node(att.kernel.name).attrs["attention"]
     assert info["kv_group"] == 64 // 8  # 64 query heads over 8 KV heads (HF repeat_kv's Expand)

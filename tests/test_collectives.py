@@ -279,8 +279,8 @@ def test_estimate_with_a_framework_prices_the_custom_all_reduce(tmp_path):
 
     graph = import_file(_tp_model(tmp_path))
     hw = hwdesc.load("h100-sxm")
-    nccl = estimate(graph, hw, dims={"tokens": 16})
-    trt = estimate(graph, hw, dims={"tokens": 16}, framework="trtllm")
+    nccl = estimate(graph, hw, dims={"tokens": 16}, roofline=True)
+    trt = estimate(graph, hw, dims={"tokens": 16}, framework="trtllm", roofline=True)
     [a] = [p.timing for p in nccl.kernels if p.kernel.kind == "communication"]
     [b] = [p.timing for p in trt.kernels if p.kernel.kind == "communication"]
     assert b.comm["algorithm"] == "oneshot"

@@ -97,14 +97,14 @@ def test_matmul_ridge_by_hand():
     eff_t, eff_d = hw.efficiency["tensor"], hw.efficiency["dram"]
     m_bound = (2 * K * N / bw) / (2 * K * N / peak - 2 * (K + N) / bw)
     m_est = (2 * K * N / (bw * eff_d)) / (2 * K * N / (peak * eff_t) - 2 * (K + N) / (bw * eff_d))
-    result = estimate(graph, hw)
+    result = estimate(graph, hw, roofline=True)
     found = [c for c in crossovers(result, "m", {}) if c.what == "limiter"]
     assert [(c.before, c.after) for c in found] == [("memory", "compute")]
     assert found[0].value == pytest.approx(m_est, rel=1e-9)
     assert found[0].bound_value == pytest.approx(m_bound, rel=1e-9)
     # Both sides, through the independent --dim path.
-    below = estimate(graph, hw, dims={"m": math.floor(m_est)}).kernels[0].timing
-    above = estimate(graph, hw, dims={"m": math.floor(m_est) + 1}).kernels[0].timing
+    below = estimate(graph, hw, dims={"m": math.floor(m_est)}, roofline=True).kernels[0].timing
+    above = estimate(graph, hw, dims={"m": math.floor(m_est) + 1}, roofline=True).kernels[0].timing
     assert (below.limiter, above.limiter) == ("memory", "compute")
 
 
@@ -113,7 +113,7 @@ def test_matmul_ridge_by_hand():
 
 def _at(graph, hw, dims):
     """Per-class estimate (attention, attention core, mlp) and per-group limiters, priced with --dim."""
-    result = estimate(graph, hw, dims=dims)
+    result = estimate(graph, hw, dims=dims, roofline=True)
     gl = groups(result)
     cls = {"attention": 0.0, "attention core": 0.0, "mlp": 0.0, "compute": 0.0, "memory": 0.0}
     for g in gl:
@@ -135,7 +135,7 @@ def test_every_crossover_holds_on_both_sides(tiny, tiny_decode, which):
     hw = hwdesc.load("b200")
     checked = 0
     for name, fixed in ((x, {other: 1}), (other, {x: 128})):
-        result = estimate(graph, hw)
+        result = estimate(graph, hw, roofline=True)
         found = crossovers(result, name, fixed)
         assert found, f"expected crossovers along {name}"
         for c in found:
@@ -158,7 +158,7 @@ def test_attention_overtakes_mlp(capsys):
     many small kernels cost more than the MLP's four; the MLP overtakes once its matmuls leave the floor,
     and attention's seq^2 terms overtake it again later."""
     graph = import_model(models.MODELS["gpt2-small"].build())
-    result = estimate(graph, hwdesc.load("h100-sxm"))
+    result = estimate(graph, hwdesc.load("h100-sxm"), roofline=True)
     found = [c for c in crossovers(result, "seq", {"batch": 1}) if c.what == "attention_vs_mlp"]
     assert [(c.before, c.after) for c in found] == [("attention", "mlp"), ("mlp", "attention")]
     assert 50 < found[0].value < found[1].value < 5000
@@ -174,7 +174,7 @@ def test_attention_overtakes_mlp(capsys):
 
 def test_pieces_match_the_total(tiny_decode):
     hw = hwdesc.load("b200")
-    result = estimate(tiny_decode, hw, dims={"batch": 1})
+    result = estimate(tiny_decode, hw, dims={"batch": 1}, roofline=True)
     compiled = Compiled(result)
     pw = Piecewise(groups(result), "past_seq", {}, "estimate")
     pieces = pw.pieces()
@@ -187,7 +187,7 @@ def test_pieces_match_the_total(tiny_decode):
 
 def test_symbolic_leading_term_matches_a_large_point(tiny):
     hw = hwdesc.load("h100-sxm")
-    result = estimate(tiny, hw, dims={"batch": 1})
+    result = estimate(tiny, hw, dims={"batch": 1}, roofline=True)
     coeff, degree = leading_term(result.totals["bound_s"], "seq")
     assert degree == 2  # attention's scores: seq^2
     big = 1e8
@@ -199,7 +199,7 @@ def test_symbolic_leading_term_matches_a_large_point(tiny):
 
 
 def test_symbolic_with_two_free_dims(tiny):
-    text = to_symbolic(estimate(tiny, hwdesc.load("b200")))
+    text = to_symbolic(estimate(tiny, hwdesc.load("b200"), roofline=True))
     assert "thresholds solved for seq" in text
     assert "/batch" in text  # a matmul's ridge in seq scales as 1/batch
     assert "batch: bound_s ~ (" in text and "seq: bound_s ~ (" in text

@@ -55,7 +55,7 @@ def test_expert_parallel_inserts_dispatch_and_combine_all_to_all():
 
 def test_all_to_all_is_priced_by_the_collective_model():
     g = build_graph(_ep(MOE, 2), decode=True)
-    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"))
+    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"), roofline=True)
     a2a = _comm(r, "AllToAll")
     assert len(a2a) == 4
     message = 8 * 2 * 64 * 4  # batch 8 x 2 routes per GPU x hidden 64 x fp32 = 4096 bytes
@@ -125,7 +125,8 @@ def test_tp_shards_routed_experts_by_width():
     assert [s.tensors[t].shape[1] for t in split.outputs] == [24, 24]  # gate, up: 48 / 2 each
     moe_ar = [n for n in _nodes(s, "AllReduce") if "experts/ReduceSum" in n.name]
     assert len(moe_ar) == 2 and {n.attrs["group_size"] for n in moe_ar} == {2}
-    res = estimate(s, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"))
+    res = estimate(s, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"),
+                   roofline=True)
     # per layer: o_proj + MoE all-reduces; the embedding's; all of 8 tokens x hidden 64 x fp32 = 2 KiB
     ar = _comm(res, "AllReduce")
     assert len(ar) == 2 * 2 + 1 and {p.timing.comm["bytes"] for p in ar} == {8 * 64 * 4}
@@ -141,7 +142,8 @@ def test_tp_equal_to_ep_keeps_experts_whole_and_reduces():
     assert not _nodes(s, "AllToAll")
     moe_ar = [n for n in _nodes(s, "AllReduce") if "experts" in n.name]
     assert len(moe_ar) == 2 and {n.attrs["group_size"] for n in moe_ar} == {2}
-    res = estimate(s, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"))
+    res = estimate(s, H100, dims={"batch": 8, "past_seq": 32}, pipeline=pipeline_for("tensorrt"),
+                   roofline=True)
     assert {p.timing.comm["bytes"] for p in _comm(res, "AllReduce")} == {8 * 64 * 4}
     assert sum(1 for p in res.kernels if p.kernel.kind == "moe") == 4  # still two grouped GEMMs a layer
     assert any("experts whole (EP = tp), expert parallelism 2; its 2 AllToAll dropped" in d

@@ -41,7 +41,7 @@ def test_reshape_minus_one_keeps_batch_times_seq():
     assert g.tensors["x2"].shape == (dim("batch") * dim("seq"), sympy.Integer(64))
     assert g.tensors["shape"].is_const and not g.tensors["shape"].is_weight
     assert g.tensors["w"].is_weight
-    r = estimate(g, hwdesc.load("h100-sxm"))
+    r = estimate(g, hwdesc.load("h100-sxm"), roofline=True)
     assert [k.kernel.name for k in r.kernels] == ["mm"]  # the Reshape is a free view
     assert sympy.expand(r.totals["flops"] - 2 * dim("batch") * dim("seq") * 64 * 32) == 0
 
@@ -73,10 +73,10 @@ def test_shape_arithmetic_is_host_side():
     ax = numpy_helper.from_array(np.array([0], np.int64), "ax")
     m = model(nodes, [vi("x", ["batch", "seq", 16])], [vi("y", None)], [idx, minus1, ax])
     g = import_model(m)
-    r = estimate(g, hwdesc.load("h100-sxm"), pipeline="dce")
+    r = estimate(g, hwdesc.load("h100-sxm"), pipeline="dce", roofline=True)
     assert [k.kernel.name for k in r.kernels] == ["relu"]
     assert r.free_nodes == 5  # lowering prices the shape nodes as free
-    r = estimate(g, hwdesc.load("h100-sxm"))  # canonicalize drops them before lowering
+    r = estimate(g, hwdesc.load("h100-sxm"), roofline=True)  # canonicalize drops them before lowering
     assert [k.kernel.name for k in r.kernels] == ["relu"] and r.free_nodes == 1
 
 
@@ -87,7 +87,7 @@ def test_unnamed_dims_are_reported_not_guessed():
               [vi("x", ["batch", 16])], [vi("y", None)])
     g = import_model(m)
     assert g.unknown_dims, g.tensors["nz"].shape
-    r = estimate(g, hwdesc.load("h100-sxm"), dims={"batch": 2})
+    r = estimate(g, hwdesc.load("h100-sxm"), dims={"batch": 2}, roofline=True)
     from estimator.report.table import to_table
 
     assert g.unknown_dims[0] in to_table(r) and "--dim" in to_table(r)
@@ -98,7 +98,7 @@ def test_control_flow_is_uncosted_with_reason():
     else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", [4])])
     m = model([helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_g, else_branch=else_g)],
               [vi("c", [], TensorProto.BOOL), vi("x", [4])], [vi("y", [4])])
-    r = estimate(import_model(m), hwdesc.load("h100-sxm"))
+    r = estimate(import_model(m), hwdesc.load("h100-sxm"), roofline=True)
     assert [u.node for u in r.uncosted] == ["branch"]
     assert "control flow" in r.uncosted[0].reason
 

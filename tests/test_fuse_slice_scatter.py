@@ -43,7 +43,7 @@ def _model(rows_b: int = 8) -> onnx.ModelProto:
 
 
 def test_slice_scatter_chain_is_one_concat_kernel():
-    result = estimate(import_model(_model()), H100, pipeline=pipeline_for("tensorrt"))
+    result = estimate(import_model(_model()), H100, pipeline=pipeline_for("tensorrt"), roofline=True)
     assert len(result.kernels) == 1
     assert result.kernels[0].kernel.kind == "movement"
     # reads a (2*4*8*16*4 = 4096 bytes) and b (2*4*8*8*4 = 2048) once, writes out (2*4*8*24*4 = 6144)
@@ -53,7 +53,7 @@ def test_slice_scatter_chain_is_one_concat_kernel():
 def test_unfused_chain_copies_the_buffer_per_write():
     # none: 2 update transposes (r+w 4096*2, 2048*2), 2 ScatterND (each its buffer, its update and its
     # result), 3 buffer transposes (r+w 6144*2 each): far more than the concat's 12,288 bytes
-    result = estimate(import_model(_model()), H100, pipeline=pipeline_for("none"))
+    result = estimate(import_model(_model()), H100, pipeline=pipeline_for("none"), roofline=True)
     assert float(result.totals["dram_bytes"]) > 3 * (4096 + 2048 + 6144)
 
 

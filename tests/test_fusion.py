@@ -81,9 +81,10 @@ def test_attention_fuses_the_score_path_with_its_transposes():
 
 def test_attention_flash_work_by_hand():
     g = import_model(gpt_block_model(64, 4))
-    none = estimate(g, H100, dims={"batch": 2, "seq": 128}, precision="bf16")
+    none = estimate(g, H100, dims={"batch": 2, "seq": 128}, precision="bf16", roofline=True)
     fused = estimate(
-        g, H100, dims={"batch": 2, "seq": 128}, precision="bf16", pipeline="canonicalize,fuse-attention"
+        g, H100, dims={"batch": 2, "seq": 128}, precision="bf16", pipeline="canonicalize,fuse-attention",
+        roofline=True,
     )
     (k,) = [p.kernel for p in fused.kernels if p.kernel.kind == "attention"]
     assert k.work.flops[("tensor", "bf16")] == 4 * 2 * 4 * 128 * 128 * 16  # 4*b*h*s*s_kv*d, no mask
@@ -111,8 +112,9 @@ def test_attention_without_softmax_is_unmodified():
 def test_causal_mask_halves_attention_flops_llama():
     g = import_model(models.build("llama-tiny"))  # 2 layers, 4 heads, head_dim 16, causal prefill
     s = dim("seq")
-    none = estimate(g, H100, dims={"batch": 1}, precision="bf16")
-    fused = estimate(g, H100, dims={"batch": 1}, precision="bf16", pipeline="canonicalize,fuse-attention")
+    none = estimate(g, H100, dims={"batch": 1}, precision="bf16", roofline=True)
+    fused = estimate(g, H100, dims={"batch": 1}, precision="bf16", pipeline="canonicalize,fuse-attention",
+                     roofline=True)
 
     def tensor_flops(r):
         return sympy.expand(
@@ -153,7 +155,7 @@ def test_decomposed_rmsnorm_with_residual_becomes_one_kernel():
     (fused,) = fused_nodes(result.graph)
     assert member_ops(fused) == ["Add", "Add", "Mul", "Mul", "Pow", "Reciprocal", "ReduceMean", "Sqrt"]
     assert set(fused.outputs) == {"y", "x"}  # the normalized output and the residual sum (a graph output)
-    r = estimate(result.graph, H100, dims={"batch": 1, "seq": 10}, pipeline="")
+    r = estimate(result.graph, H100, dims={"batch": 1, "seq": 10}, pipeline="", roofline=True)
     (k,) = [p.kernel for p in r.kernels]
     assert k.work.bytes_read == 4 * (2 * 10 * 64 + 64)  # a, b and the weight, fp32
     assert k.work.bytes_written == 4 * 2 * 10 * 64  # y and x
@@ -261,7 +263,7 @@ def test_vertical_fusion_of_a_chain_and_a_broadcast():
     result = fuse_elementwise(g)
     (fused,) = fused_nodes(result.graph)
     assert member_ops(fused) == ["Add", "Exp", "Relu"]
-    r = estimate(result.graph, H100, dims={"n": 8}, pipeline="")
+    r = estimate(result.graph, H100, dims={"n": 8}, pipeline="", roofline=True)
     assert r.kernels[0].kernel.work.dram_bytes == 4 * (8 * 64 + 64 + 8 * 64)  # x and bias in, y out
     assert not fuse_elementwise(result.graph).modified
 
@@ -302,13 +304,13 @@ def test_every_strategy_keeps_flops_and_never_adds_bytes(name):
     spec = models.MODELS[name]
     g = import_model(spec.build())
     dims = dict(spec.default_dims)
-    base = estimate(g, H100, precision="bf16", dims=dims)
+    base = estimate(g, H100, precision="bf16", dims=dims, roofline=True)
 
     def tensor(r):
         return float(sum((p.kernel.work.flops.get(("tensor", "bf16"), 0) for p in r.kernels), 0))
 
     for strategy, pipeline in STRATEGIES.items():
-        r = estimate(g, H100, precision="bf16", dims=dims, pipeline=pipeline, verify_each=True)
+        r = estimate(g, H100, precision="bf16", dims=dims, pipeline=pipeline, verify_each=True, roofline=True)
         assert float(r.totals["dram_bytes"]) <= float(base.totals["dram_bytes"]), strategy
         assert not r.uncosted
         # Tensor-core FLOPs are kept, except the causal tiles flash attention skips (documented).
@@ -322,14 +324,16 @@ def test_llama3_8b_done_when():
     g = import_model(models.build("llama-3-8b"))
     b200 = hwdesc.load("b200")
     runs = {
-        s: estimate(g, b200, precision="bf16", dims={"batch": 1, "seq": 4096}, pipeline=STRATEGIES[s])
+        s: estimate(g, b200, precision="bf16", dims={"batch": 1, "seq": 4096}, pipeline=STRATEGIES[s],
+                    roofline=True)
         for s in ("none", "inductor", "max")
     }
     kernels = {s: len(r.kernels) for s, r in runs.items()}
     assert kernels["none"] >= 3 * kernels["max"]
     dram = {s: float(r.totals["dram_bytes"]) for s, r in runs.items()}
     assert dram["none"] > dram["inductor"] > dram["max"]
-    free_seq = estimate(g, b200, precision="bf16", dims={"batch": 1}, pipeline=STRATEGIES["max"])
+    free_seq = estimate(g, b200, precision="bf16", dims={"batch": 1}, pipeline=STRATEGIES["max"],
+                        roofline=True)
     s = dim("seq")
     quadratic = [
         p.kernel.name for p in free_seq.kernels if sympy.degree(sympy.expand(p.kernel.work.dram_bytes), s) > 1
@@ -378,12 +382,13 @@ def test_patterns_in_dynamo_exports(family, causal, tmp_path_factory):
     from estimator.frontends.onnx_import import import_file
 
     g = import_file(str(path))
-    r = estimate(g, H100, precision="bf16", dims={"batch": 1, "seq": 64}, pipeline=STRATEGIES["tensorrt"])
+    r = estimate(g, H100, precision="bf16", dims={"batch": 1, "seq": 64}, pipeline=STRATEGIES["tensorrt"],
+                 roofline=True)
     kinds = [p.kernel.kind for p in r.kernels]
     assert kinds.count("attention") == 2  # both layers
     assert kinds.count("norm") >= 4  # two per layer (plus the final one)
     fused = [r.graph.node(n) for n in r.graph.nx.nodes if r.graph.node(n).attrs.get("attention")]
     assert all(n.attrs["attention"]["causal"] is causal for n in fused)
     assert float(r.totals["dram_bytes"]) < float(
-        estimate(g, H100, precision="bf16", dims={"batch": 1, "seq": 64}).totals["dram_bytes"]
+        estimate(g, H100, precision="bf16", dims={"batch": 1, "seq": 64}, roofline=True).totals["dram_bytes"]
     )

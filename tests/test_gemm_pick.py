@@ -191,7 +191,7 @@ def test_a_sweep_over_m_prices_each_point_as_dim_does():
     graph = import_model(_block_fp8_model(4096, 4096))
 
     def run(dims):
-        return estimate(graph, h100, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims=dims)
+        return estimate(graph, h100, pipeline=pipeline_for(DEFAULT_STRATEGY), dims=dims)
 
     ms = [5, 64, 65, 129, 256, 1025, 2048, 4097]
     pts = Sweeper(run).evaluate({"m": np.array(ms)})
@@ -225,11 +225,11 @@ def test_block_quantization_runs_latency_bound_rounds():
     rounds = quant.block_quant_rounds(graph, kernel, 132, 64)
     assert rounds.subs({s: 4096 for s in rounds.free_symbols}) == 32
     h = _h100_with(block_quant_round_s=1.8e-6)
-    r = estimate(graph, h, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims={"m": 4096})
+    r = estimate(graph, h, pipeline=pipeline_for(DEFAULT_STRATEGY), dims={"m": 4096})
     fixed = h.efficiency["launch_s"] + h.efficiency["mem_latency_s"]
     assert float(_quant_kernel(r).timing.estimate_s) == pytest.approx(fixed + 31 * 1.8e-6)
     # one round (M 1: 64 groups) adds nothing to the streaming kernel
-    small = [estimate(graph, hh, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, dims={"m": 1})
+    small = [estimate(graph, hh, pipeline=pipeline_for(DEFAULT_STRATEGY), dims={"m": 1})
              for hh in (h, _h100_with())]
     times = [float(_quant_kernel(r).timing.estimate_s) for r in small]
     assert times[0] == times[1]

@@ -170,7 +170,7 @@ def test_op_overhead_is_optional_and_bounded(tmp_path):
 
 def test_op_overhead_adds_to_the_estimate_not_the_bound(tmp_path):
     hw = hwdesc.load(str(write_yaml(tmp_path / "c.yaml", fixed_cpu())))
-    (k,) = estimate(import_model(matmul_model(256, 256, 256, dtype=1)), hw).kernels  # fp32
+    (k,) = estimate(import_model(matmul_model(256, 256, 256, dtype=1)), hw, roofline=True).kernels  # fp32
     compute = 2 * 256**3 / 200e9  # 167.8 us: one multiply-add per (m, n, k) at the fp32 peak
     memory = 3 * 256 * 256 * 4 / 100e9  # 7.9 us: a, b and y once
     assert math.isclose(float(k.timing.bound_s), max(compute, memory), rel_tol=1e-9)

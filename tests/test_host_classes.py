@@ -69,7 +69,7 @@ def test_bad_kernel_classes_are_one_line(tmp_path, classes, message):
 
 def test_a_listed_kind_is_priced_by_its_class(tmp_path):
     hw = _classed_cpu(tmp_path, {"elementwise": {"roofline": _fig(0.25), "op_overhead_s": _fig(3e-6)}})
-    (k,) = estimate(import_model(_add_model(1 << 20)), hw).kernels
+    (k,) = estimate(import_model(_add_model(1 << 20)), hw, roofline=True).kernels
     memory = 3 * 4 * 2**20 / 100e9  # a, b and y once at the 100 GB/s peak: 125.8 us
     assert math.isclose(float(k.timing.bound_s), memory, rel_tol=1e-9)  # the bound never changes
     assert math.isclose(float(k.timing.estimate_s), memory / 0.25 + 3e-6, rel_tol=1e-9)
@@ -78,7 +78,7 @@ def test_a_listed_kind_is_priced_by_its_class(tmp_path):
 
 def test_unlisted_kinds_keep_the_unit_efficiencies(tmp_path):
     hw = _classed_cpu(tmp_path, {"elementwise": {"roofline": _fig(0.25)}})
-    (k,) = estimate(import_model(matmul_model(256, 256, 256, dtype=1)), hw).kernels
+    (k,) = estimate(import_model(matmul_model(256, 256, 256, dtype=1)), hw, roofline=True).kernels
     assert math.isclose(float(k.timing.estimate_s), 2 * 256**3 / 200e9 / 0.8 + 5e-7, rel_tol=1e-9)
 
 

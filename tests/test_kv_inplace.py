@@ -72,8 +72,8 @@ def test_strategies_none_keeps_the_copy_others_append():
     assert "kv-inplace" not in STRATEGIES["none"]
     assert all("kv-inplace" in STRATEGIES[s] for s in ("ort", "tensorrt", "max"))
     g, hw, dims = _tiny_decode(), load("h100-sxm"), {"batch": 2, "past_seq": 127}
-    none = estimate(g, hw, dims=dims, pipeline=STRATEGIES["none"])
-    trt = estimate(g, hw, dims=dims, pipeline=STRATEGIES["tensorrt"])
+    none = estimate(g, hw, dims=dims, pipeline=STRATEGIES["none"], roofline=True)
+    trt = estimate(g, hw, dims=dims, pipeline=STRATEGIES["tensorrt"], roofline=True)
     cache = 2 * 2 * 127 * 16 * 4  # past rows: batch x kv heads x past x head_dim x fp32
 
     def cache_copies(result):

@@ -105,7 +105,7 @@ def test_unmapped_op_is_listed_uncosted_and_totals_are_hand_counted(torch_mlir):
     from estimator.estimate import estimate
     from estimator.frontends.mlir_import import import_mlir
 
-    r = estimate(import_mlir(LINEAR_MLIR), hwdesc.load("h100-sxm"))
+    r = estimate(import_mlir(LINEAR_MLIR), hwdesc.load("h100-sxm"), roofline=True)
     s0, s1 = dim("s0"), dim("s1")
     assert [(u.op, u.reason) for u in r.uncosted] == [
         ("torch.aten.flip", "no cost function for torch.aten.flip")]
@@ -216,7 +216,7 @@ def test_raw_export_and_import_keeps_torch_symbol_names(torch_mlir):
     assert len(g.dims) == 2 and all(re.fullmatch(r"s\d+", name) for name in g.dims)
     assert sorted(g.dim_ranges.values(), key=str) == [(0, None), (2, torch_blocks.MAX_SEQ)]
     assert g.unknown_dims == []
-    assert estimate(g, hwdesc.load("b200")).uncosted == []
+    assert estimate(g, hwdesc.load("b200"), roofline=True).uncosted == []
 
 
 def test_cli_torch_mode_names_dims_after_the_dims(torch_mlir, capsys, tmp_path):
@@ -290,6 +290,6 @@ def test_op_zoo_maps_every_op_with_named_dims(torch_mlir):
     for decompose in (False, True):  # high-level ops, and torch-mlir's default decompositions
         g = to_graph(torch_blocks.OpZoo().eval(), args, {"ids": {0: batch, 1: seq}, "x": {0: batch}},
                      decompose=decompose)
-        result = estimate(g, hwdesc.load("b200"))
+        result = estimate(g, hwdesc.load("b200"), roofline=True)
         assert result.uncosted == [], result.uncosted
         assert g.unknown_dims == [] and set(g.dims) == {"batch", "seq"}

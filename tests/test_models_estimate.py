@@ -36,14 +36,15 @@ def test_every_model_prices_fully(name, h100):
     if name.startswith("resnet"):
         pytest.importorskip("onnx")
     spec = models.MODELS[name]
-    r = estimate(import_model(spec.build()), h100, precision="bf16", dims=dict(spec.default_dims))
+    r = estimate(import_model(spec.build()), h100, precision="bf16", dims=dict(spec.default_dims),
+                 roofline=True)
     assert r.uncosted == [], r.uncosted[:3]
     assert not r.symbolic and not r.graph.unknown_dims
     assert float(r.totals["estimate_s"]) >= float(r.totals["bound_s"]) > 0
 
 
 def test_llama3_8b_prefill_flops_by_hand(h100):
-    r = estimate(import_model(models.build("llama-3-8b")), h100, precision="bf16")
+    r = estimate(import_model(models.build("llama-3-8b")), h100, precision="bf16", roofline=True)
     linear = 2 * B * S * MATMUL_PARAMS  # one multiply-add per token per weight
     attention = 32 * 2 * (2 * B * 32 * S * S * 128)  # QK^T and PV per layer, unfused: full s x s
     assert tensor_flops(r) == sympy.expand(linear + attention)
@@ -51,7 +52,7 @@ def test_llama3_8b_prefill_flops_by_hand(h100):
 
 
 def test_llama3_8b_decode_flops_by_hand(h100):
-    r = estimate(import_model(models.build("llama-3-8b-decode")), h100, precision="bf16")
+    r = estimate(import_model(models.build("llama-3-8b-decode")), h100, precision="bf16", roofline=True)
     linear = 2 * B * MATMUL_PARAMS  # one token per sequence
     attention = 32 * 2 * (2 * B * 32 * (P + 1) * 128)  # one query against past_seq + 1 keys
     assert tensor_flops(r) == sympy.expand(linear + attention)
@@ -66,7 +67,8 @@ def test_decode_symbolic_prints_batch_and_past_seq(capsys):
 
 def test_decode_is_memory_bound_at_batch_1(h100):
     spec = models.MODELS["llama-3-8b-decode"]
-    r = estimate(import_model(spec.build()), h100, precision="bf16", dims={"batch": 1, "past_seq": 4096})
+    r = estimate(import_model(spec.build()), h100, precision="bf16", dims={"batch": 1, "past_seq": 4096},
+                 roofline=True)
     # At batch 1 every weight is read once per token: the bound is at least weight bytes / bandwidth.
     floor = float(r.totals["weight_bytes"]) / h100.dram_bytes_per_s
     assert float(r.totals["bound_s"]) >= floor

@@ -27,7 +27,7 @@ def _export(family: str):
 
 
 def _total(graph, pipeline: str, dims: dict) -> dict:
-    return estimate(graph, H100, dims=dims, pipeline=pipeline).totals
+    return estimate(graph, H100, dims=dims, pipeline=pipeline, roofline=True).totals
 
 
 def _activation_bytes(result) -> float:
@@ -65,7 +65,7 @@ def test_moe_reads_each_active_expert_once(family):
     g = _export(family)
     top_k = hf_tiny.FAMILIES[family][2]["num_experts_per_tok"]
     dims = {"batch": 1, "seq": 1}
-    result = estimate(g, H100, dims=dims, pipeline=pipeline_for("tensorrt"))
+    result = estimate(g, H100, dims=dims, pipeline=pipeline_for("tensorrt"), roofline=True)
     fused = result.totals
     ref = _reference_bytes(g, 1, top_k) + _activation_bytes(result)
     assert float(fused["dram_bytes"]) == pytest.approx(ref, rel=0.10)
@@ -123,7 +123,7 @@ def test_deepseek_key_assembly_is_one_concat():
 
 def _fused(family: str, strategy: str = "tensorrt", dims=None):
     dims = dims or {"batch": 1, "seq": 64}
-    return estimate(_export(family), H100, dims=dims, pipeline=pipeline_for(strategy))
+    return estimate(_export(family), H100, dims=dims, pipeline=pipeline_for(strategy), roofline=True)
 
 
 @pytest.mark.parametrize("strategy", ["ort", "tensorrt"])

@@ -80,7 +80,7 @@ def _config(**over) -> dict:
 
 def _attention_tensor_flops(cfg: DecoderConfig, seq: int) -> list:
     g = hf_config.build_graph(cfg)
-    r = estimate(g, H100, dims={"batch": 1, "seq": seq}, pipeline=pipeline_for("tensorrt"))
+    r = estimate(g, H100, dims={"batch": 1, "seq": seq}, pipeline=pipeline_for("tensorrt"), roofline=True)
     return [p.kernel.work.flops[("cuda", "fp32")] for p in r.kernels if p.kernel.kind == "attention"]
 
 
@@ -148,14 +148,14 @@ def test_named_families_price_fully_under_every_strategy(name, decode):
     cfg = replace(full, num_layers=4, layer_windows=windows, moe=moe)
     g = import_model(decoder.build(name, cfg, "decode" if decode else "prefill"))
     dims = {"batch": 2, "past_seq": 300} if decode else {"batch": 1, "seq": 256}
-    base = estimate(g, H100, precision="bf16", dims=dims)
+    base = estimate(g, H100, precision="bf16", dims=dims, roofline=True)
     assert not base.uncosted and not base.graph.unknown_dims
 
     def tensor(r):
         return float(sum(p.kernel.work.flops.get(("tensor", "bf16"), 0) for p in r.kernels))
 
     for strategy, pipeline in STRATEGIES.items():
-        r = estimate(g, H100, precision="bf16", dims=dims, pipeline=pipeline)
+        r = estimate(g, H100, precision="bf16", dims=dims, pipeline=pipeline, roofline=True)
         assert not r.uncosted, strategy
         assert float(r.totals["dram_bytes"]) <= float(base.totals["dram_bytes"]), strategy
         if decode or "fuse-attention" not in pipeline:
@@ -169,7 +169,7 @@ def test_window_tile_estimate_follows_the_band():
     attention estimate is a small fraction of the full causal layer's (which visits ~32x the keys)."""
     def attention_estimate(cfg_dict):
         r = estimate(hf_config.build_graph(hf_config.decoder_config(cfg_dict)), H100, precision="bf16",
-                     dims={"batch": 1, "seq": 8192}, pipeline=pipeline_for("tensorrt"), tiling=True)
+                     dims={"batch": 1, "seq": 8192}, pipeline=pipeline_for("tensorrt"))
         return sum(float(p.timing.estimate_s) for p in r.kernels if p.kernel.kind == "attention")
 
     windowed, full = attention_estimate(_config()), attention_estimate(_config(sliding_window=None))

@@ -37,7 +37,7 @@ def _tiny_oss(fmt: str = "mxfp4", experts: int = 4) -> DecoderConfig:
 def _moe_kernels(cfg: DecoderConfig, precision: str = "bf16") -> list:
     graph = hf_config.build_graph(cfg, decode=True)
     result = estimate(graph, H100, precision=precision, dims={"batch": 1, "past_seq": 16},
-                      pipeline=pipeline_for("tensorrt"))
+                      pipeline=pipeline_for("tensorrt"), roofline=True)
     return [p.kernel for p in result.kernels if p.kernel.kind == "moe"]
 
 

@@ -29,8 +29,7 @@ B200 = hwdesc.load("b200")
 
 def _sweeper(graph, hw, fixed, precision=None):
     pipe = pipeline_for("tensorrt", hw.family)
-    return lambda extra: estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe,
-                                  tiling=True)
+    return lambda extra: estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe)
 
 
 def test_select_takes_the_fastest_then_least_compute_then_first():
@@ -74,7 +73,7 @@ def test_sweep_points_equal_dim_estimates(name, swept, precision):
 
 def test_closed_form_names_the_kernels_it_approximates():
     # one GEMM [m, 4096] x [4096, 4096] with m free: its formula keeps the tile chosen at m = 4096
-    r = estimate(import_model(matmul_model("m", 4096, 4096, weight=True)), B200, tiling=True)
+    r = estimate(import_model(matmul_model("m", 4096, 4096, weight=True)), B200)
     cf = closed_form(r, {"m": (16, 4096)})
     (approx,) = cf.kernels
     assert approx.kernel == "mm" and approx.tile == r.kernels[0].kernel.tile.tile
@@ -83,7 +82,7 @@ def test_closed_form_names_the_kernels_it_approximates():
     assert errors[16] > 0.05  # a 16-row GEMM runs a smaller (or split-K) tile: the formula is slower
     assert "approximate 1 kernel(s)" in "\n".join(cf.lines())
     # the per-point price is what --dim gives at m = 16
-    (k,) = estimate(import_model(matmul_model(16, 4096, 4096, weight=True)), B200, tiling=True).kernels
+    (k,) = estimate(import_model(matmul_model(16, 4096, 4096, weight=True)), B200).kernels
     formula = float(r.totals["estimate_s"].subs(dim("m"), 16))
     assert errors[16] == pytest.approx(formula / float(k.timing.estimate_s) - 1, rel=1e-9)
 
@@ -111,14 +110,14 @@ def test_crossovers_are_found_on_the_priced_points():
     # one GEMM [m, 4096] x [4096, 4096] (a weight): memory-limited at small m, compute-limited at large;
     # the change is where --dim's own limiter changes, to the integer
     graph = import_model(matmul_model("m", 4096, 4096, weight=True))
-    r = estimate(graph, B200, tiling=True)
+    r = estimate(graph, B200)
     found = [c for c in point_crossovers(Compiled(r), "m", {}) if c.what == "limiter"]
     assert found  # (at small m the load pipeline, counted as compute, limits the few CTAs)
     for c in found:
         b = c.to_json()["from_int"]
         a = b - 1
-        (ka,) = estimate(graph, B200, dims={"m": a}, tiling=True).kernels
-        (kb,) = estimate(graph, B200, dims={"m": b}, tiling=True).kernels
+        (ka,) = estimate(graph, B200, dims={"m": a}).kernels
+        (kb,) = estimate(graph, B200, dims={"m": b}).kernels
         assert (ka.timing.limiter, kb.timing.limiter) == (c.before, c.after), c
 
 

@@ -20,7 +20,7 @@ def test_node_test_corpus_never_crashes():
     refused, crashed, priced = [], [], 0
     for case in cases:
         try:
-            r = estimate(import_model(case.model), hw)
+            r = estimate(import_model(case.model), hw, roofline=True)
         except FrontendError as exc:
             refused.append((case.name, str(exc)))
             continue

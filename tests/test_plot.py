@@ -17,7 +17,7 @@ def runs():
     graph = import_model(models.MODELS["gpt2-small"].build())
     out = []
     for arch in ("h100-sxm", "b200"):
-        compiled = Compiled(estimate(graph, hwdesc.load(arch), dims={"batch": 1}))
+        compiled = Compiled(estimate(graph, hwdesc.load(arch), dims={"batch": 1}, roofline=True))
         out.append((compiled, compiled.evaluate(grid(parse_sweeps(["seq=16:16384:x2"])))))
     return out
 

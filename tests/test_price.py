@@ -14,7 +14,7 @@ from onnxutil import matmul_model
 
 
 def run(model, arch="h100-sxm", **kw):
-    return estimate(import_model(model), hwdesc.load(arch), **kw)
+    return estimate(import_model(model), hwdesc.load(arch), roofline=True, **kw)
 
 
 def test_square_bf16_matmul_is_compute_bound_on_h100():

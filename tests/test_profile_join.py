@@ -148,7 +148,8 @@ def test_onnxruntime_cpu_profile_joins_and_reports_as_validate(gpt2_profile, cap
     events = json.loads(Path(path).read_text())
     medians = ort_runner.parse_profile(events).medians()
     wall = [e["dur"] / 1e6 for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    result = estimate(import_model(model), hwdesc.load("h100-sxm"), dims=dims, pipeline=pipeline_for("none"))
+    result = estimate(import_model(model), hwdesc.load("h100-sxm"), dims=dims,
+                      pipeline=pipeline_for("none"), roofline=True)
     reference = measured_validation(result, model, medians, wall_s=wall, profile_runs=len(wall), ep="cpu")
     code, table, err = cli(capsys, *args, "--top", "15")
     assert table.split("against the estimate (join by node):\n")[1].rstrip("\n") == validate_report.to_table(

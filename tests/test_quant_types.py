@@ -49,7 +49,7 @@ def test_zero_point_type_without_output_dtype():
 @pytest.mark.parametrize("tiling", [False, True])
 def test_fp4_quantize_feeding_matmul_on_b300_is_priced_at_the_fp4_rate(tiling):
     b300 = hwdesc.load("b300")
-    r = estimate(import_model(q_matmul(T.FLOAT4E2M1)), b300, tiling=tiling)
+    r = estimate(import_model(q_matmul(T.FLOAT4E2M1)), b300, roofline=not tiling)
     mm = next(p for p in r.kernels if p.kernel.name == "mm")
     assert dict(mm.kernel.work.flops) == {("tensor", "fp4e2m1"): 2 * M * N * K}
     compute = 2 * M * N * K / 14000e12  # 1.1e12 FLOPs at b300's dense fp4 peak = 78.5 us
@@ -60,7 +60,7 @@ def test_fp4_quantize_feeding_matmul_on_b300_is_priced_at_the_fp4_rate(tiling):
 
 
 def test_nvfp4_quantize_writes_values_and_block_scales():
-    r = estimate(import_model(q_matmul(T.FLOAT4E2M1)), hwdesc.load("b300"))
+    r = estimate(import_model(q_matmul(T.FLOAT4E2M1)), hwdesc.load("b300"), roofline=True)
     q = next(p for p in r.kernels if p.kernel.name == "q").kernel.work
     # reads x (bf16, 2 B; the scalar per-tensor scale is a constant folded into the kernel's arguments);
     # writes fp4 values (1/2 B) + an e4m3 scale per 16

@@ -56,7 +56,7 @@ def test_llama_8b_bf16_prefill_fp8_and_fusion_gains_are_exact_differences(capsys
     whatifs = {tuple(r["flags"]): r for r in doc["whatifs"]}
     for name in ("none", "ort", "inductor", "max"):
         alt = total(estimate(graph, H100, precision="bf16", dims={"batch": 1, "seq": 2048},
-                             pipeline=pipeline_for(name), tiling=True))
+                             pipeline=pipeline_for(name)))
         assert whatifs[("--fusion", name)]["gain_s"] == base - alt
     assert ("--fusion", "tensorrt") not in whatifs  # the base's own strategy is no what-if
     assert whatifs[("--fusion", "none")]["gain_s"] < 0  # one kernel per op is slower
@@ -85,8 +85,8 @@ def test_gemm_with_n_129_gets_a_tile_finding(capsys, n129):
     assert ev["pad_eff"] == 2048 * 129 / (2048 * 192)  # the 3rd tile column holds 1 of its 64 columns
     assert rec["action"].endswith("N 129 -> 128 (a multiple of 64)")
     # the gain is the difference of the single-GEMM estimates at N = 129 and N = 128
-    t129 = total(estimate(import_model(matmul_model(2048, 4096, 129, weight=True)), H100, tiling=True))
-    t128 = total(estimate(import_model(matmul_model(2048, 4096, 128, weight=True)), H100, tiling=True))
+    t129 = total(estimate(import_model(matmul_model(2048, 4096, 129, weight=True)), H100))
+    t128 = total(estimate(import_model(matmul_model(2048, 4096, 128, weight=True)), H100))
     assert rec["gain_s"] == pytest.approx(t129 - t128, rel=1e-12)
     assert rec["gain_pct"] > 5  # the reason's estimates: 11.9 us at N = 129, 10.8 us at N = 128
     assert "wave efficiency" in rec["reason"] and "useful share of the tiles 67%" in rec["reason"]
@@ -94,7 +94,7 @@ def test_gemm_with_n_129_gets_a_tile_finding(capsys, n129):
 
 def test_a_well_shaped_gemm_gets_no_tile_finding():
     g = import_model(matmul_model(4096, 4096, 4096, weight=True))
-    base = estimate(g, H100, tiling=True)
+    base = estimate(g, H100)
     assert findings.tile_quantization(Context(g, H100, base, pipeline=pipeline_for("tensorrt"))) == []
 
 
@@ -124,7 +124,7 @@ def test_recommender_registered_twice_is_an_error():
 
 def tiny(name: str, dims: dict, strategy: str = "tensorrt"):
     graph = import_model(models.MODELS[name].build())
-    base = estimate(graph, H100, precision="bf16", dims=dims, pipeline=pipeline_for(strategy), tiling=True)
+    base = estimate(graph, H100, precision="bf16", dims=dims, pipeline=pipeline_for(strategy))
     return Context(graph, H100, base, precision="bf16", dims=dims, pipeline=pipeline_for(strategy))
 
 
@@ -145,7 +145,7 @@ def test_fp8_kv_cache_in_decode():
 
     g = retype(ctx.graph, "bf16")
     g = g.with_tensors({n: replace(g.tensors[n], dtype="fp8e4m3") for n in kv_tensors(g)})
-    alt = estimate(g, H100, dims=ctx.dims, pipeline=ctx.pipeline, tiling=True)
+    alt = estimate(g, H100, dims=ctx.dims, pipeline=ctx.pipeline)
     assert rec.gain_s == total(ctx.base) - total(alt)
     assert rec.gain_s > 0  # the attention kernel reads half the cache bytes
 
@@ -167,7 +167,7 @@ def test_kernels_another_strategy_fuses_launch_chain():
 
 def test_profile_seam_flags_a_kernel_far_from_its_estimate():
     g = import_model(matmul_model(2048, 4096, 129, weight=True))
-    base = estimate(g, H100, tiling=True)
+    base = estimate(g, H100)
     est = total(base)
     profile = {"mm": {"measured_s": 3 * est, "counters": {"dram__throughput.avg.pct_of_peak": 31.0}}}
     ctx = Context(g, H100, base, pipeline=pipeline_for("tensorrt"), profile=profile)
@@ -180,21 +180,20 @@ def test_profile_seam_flags_a_kernel_far_from_its_estimate():
 def test_other_gpus_skip_unsupported_precisions():
     b200, dims = hwdesc.load("b200"), {"batch": 1, "seq": 16}
     graph = import_model(models.MODELS["llama-tiny"].build())
-    base = estimate(graph, b200, precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"), tiling=True)
+    base = estimate(graph, b200, precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"))
     ctx = Context(graph, b200, base, precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"))
     recs = considered(ctx, ["gpu"])
     archs = {r.flags[1] for r in recs}
     # no fp4 tensor cores on Hopper or Ampere: those GPUs are not compared
     assert "b300" in archs and "a100" not in archs and "h200" not in archs and "b200" not in archs
     b300 = next(r for r in recs if r.flags == ("--arch", "b300"))
-    alt = estimate(graph, hwdesc.load("b300"), precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"),
-                   tiling=True)
+    alt = estimate(graph, hwdesc.load("b300"), precision="fp4", dims=dims, pipeline=pipeline_for("tensorrt"))
     assert b300.gain_s == total(base) - total(alt)
 
 
 def test_recommend_needs_bound_dims_and_known_names(capsys):
     graph = import_model(models.MODELS["llama-tiny"].build())
-    base = estimate(graph, H100, pipeline=pipeline_for("tensorrt"))
+    base = estimate(graph, H100, pipeline=pipeline_for("tensorrt"), roofline=True)
     with pytest.raises(Exception, match="bind every free dim"):
         recommend(Context(graph, H100, base))
     code, _, err = cli(capsys, "--model", "llama-tiny", "--recommend", "--symbolic")

@@ -18,7 +18,7 @@ H100 = hwdesc.load("h100-sxm")
 @pytest.fixture(scope="module")
 def result():
     return estimate(import_model(models.MODELS["llama-tiny"].build()), H100, precision="bf16",
-                    dims={"batch": 1, "seq": 128}, pipeline=pipeline_for("tensorrt"), tiling=True)
+                    dims={"batch": 1, "seq": 128}, pipeline=pipeline_for("tensorrt"))
 
 
 def _gids(fig, prefix: str) -> dict[str, object]:

@@ -39,8 +39,7 @@ def report(tmp_path_factory):
     assert code == 0, err.getvalue()
     out = out.getvalue()
     result = estimate(import_model(models.MODELS["llama-tiny"].build()), hwdesc.load("h100-sxm"),
-                      precision="bf16", dims={"batch": 1, "seq": 128}, pipeline=pipeline_for("tensorrt"),
-                      tiling=True)
+                      precision="bf16", dims={"batch": 1, "seq": 128}, pipeline=pipeline_for("tensorrt"))
     return path, json.loads(out), result
 
 
@@ -74,7 +73,7 @@ def test_table_rows_and_roofline_marks_match_the_estimate(report):
 
 def test_render_without_optional_parts():
     r = estimate(import_model(models.MODELS["llama-tiny"].build()), hwdesc.load("h100-sxm"), precision="bf16",
-                 dims={"batch": 1, "seq": 16}, pipeline=pipeline_for("tensorrt"), tiling=True)
+                 dims={"batch": 1, "seq": 16}, pipeline=pipeline_for("tensorrt"))
     page = html.render(r, "tiny <&>", serve={"tpot_s": 0.012, "gpus": 2})
     assert "<title>tiny &lt;&amp;&gt;</title>" in page  # escaped
     assert '<section id="serve">' in page and "tpot_s" in page

@@ -20,7 +20,7 @@ H100 = hwdesc.load("h100-sxm")
 
 def _mm(kernel_sass=None, tiling=True):
     graph = import_model(matmul_model(4096, 4096, 4096))
-    return estimate(graph, H100, tiling=tiling, kernel_sass=kernel_sass)
+    return estimate(graph, H100, roofline=not tiling, kernel_sass=kernel_sass)
 
 
 def test_neutral_plan_changes_nothing_but_the_label():

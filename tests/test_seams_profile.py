@@ -31,7 +31,7 @@ def run(tmp_path):
 
 
 def _estimates(model: str) -> dict[str, tuple[float, float]]:
-    r = estimate(import_file(model), hwdesc.load("h100-sxm"), pipeline=pipeline_for("none"), tiling=True)
+    r = estimate(import_file(model), hwdesc.load("h100-sxm"), pipeline=pipeline_for("none"))
     return {p.kernel.name: (float(p.timing.estimate_s), float(p.timing.bound_s)) for p in r.kernels}
 
 

@@ -43,7 +43,7 @@ def context(sv: Serving) -> Context:
     from onnxutil import matmul_model
 
     g = import_model(matmul_model(64, 64, 64, weight=True))
-    return Context(g, H100, estimate(g, H100, tiling=False), serve=sv)
+    return Context(g, H100, estimate(g, H100, roofline=True), serve=sv)
 
 
 def test_serve_json_carries_serve_recommendations_and_whatifs(capsys):

@@ -52,10 +52,10 @@ def _decode_graph(layers: int):
 def test_memo_changes_no_total_and_shares_timings_across_graphs(tiling):
     one, two = _decode_graph(1), _decode_graph(2)
     memo.clear()
-    fresh = estimate(two, H100, dims={"batch": 8}, tiling=tiling)  # nothing remembered yet
+    fresh = estimate(two, H100, dims={"batch": 8}, roofline=not tiling)  # nothing remembered yet
     memo.clear()
-    first = estimate(one, H100, dims={"batch": 8}, tiling=tiling)
-    again = estimate(two, H100, dims={"batch": 8}, tiling=tiling)  # its layer kernels were priced above
+    first = estimate(one, H100, dims={"batch": 8}, roofline=not tiling)
+    again = estimate(two, H100, dims={"batch": 8}, roofline=not tiling)  # its layer kernels were priced above
     assert again.totals == fresh.totals  # equal sympy expressions: past_seq is free
     assert [p.timing for p in again.kernels] == [p.timing for p in fresh.kernels]
     # the layer's kernels of the 2-layer graph are the very Timings priced for the 1-layer one
@@ -68,23 +68,23 @@ def test_memo_changes_no_total_and_shares_timings_across_graphs(tiling):
 def test_memo_keys_hardware_by_identity_and_constants():
     g = _decode_graph(1)
     memo.clear()
-    base = estimate(g, H100, dims={"batch": 8, "past_seq": 100})
+    base = estimate(g, H100, dims={"batch": 8, "past_seq": 100}, roofline=True)
     floor = H100.efficiency["min_kernel_s"]
     slower = replace(H100, efficiency={**H100.efficiency, "min_kernel_s": 2 * floor})
-    other = estimate(g, slower, dims={"batch": 8, "past_seq": 100})
+    other = estimate(g, slower, dims={"batch": 8, "past_seq": 100}, roofline=True)
     # the tiny model's kernels all sit on the launch floor (roofline pricing): twice the floor, twice
     # the step, never the remembered price of the other descriptor
     kernels = len(base.kernels)
     assert float(base.totals["estimate_s"]) == pytest.approx(kernels * floor)
     assert float(other.totals["estimate_s"]) == pytest.approx(kernels * 2 * floor)
-    again = estimate(g, H100, dims={"batch": 8, "past_seq": 100})
+    again = estimate(g, H100, dims={"batch": 8, "past_seq": 100}, roofline=True)
     assert again.totals == base.totals
 
 
 def test_warm_input_plans_are_not_remembered():
     g = _decode_graph(1)
     memo.clear()
-    estimate(g, H100, dims={"batch": 1, "past_seq": 16}, tiling=True, warm_inputs=True)
+    estimate(g, H100, dims={"batch": 1, "past_seq": 16}, warm_inputs=True)
     resident = sum(1 for p in memo._plans.values() if p.resident_bytes or p.resident_bytes_bound)  # noqa: SLF001
     assert resident == 0
 
@@ -148,16 +148,16 @@ def test_estimate_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
     monkeypatch.setattr(estimate_mod, "_estimate", spy)
     graph = _decode_graph(1)
     assert gc.isenabled()
-    estimate(graph, H100, dims={"batch": 8})
+    estimate(graph, H100, dims={"batch": 8}, roofline=True)
     assert seen == [False] and gc.isenabled()  # paused inside, enabled again after
     gc.disable()
     try:
-        estimate(graph, H100, dims={"batch": 8})
+        estimate(graph, H100, dims={"batch": 8}, roofline=True)
         assert not gc.isenabled()  # a caller's own pause is kept
     finally:
         gc.enable()
     with pytest.raises(Exception):  # noqa: B017 - any error: the collector is restored on the way out
-        estimate(graph, H100, dims={"no_such_dim": 1})
+        estimate(graph, H100, dims={"no_such_dim": 1}, roofline=True)
     assert gc.isenabled()
 
 

@@ -33,7 +33,8 @@ def test_two_stages_send_the_residual_stream_once():
 def test_stage_report_keeps_the_lm_head_imbalance():
     st = split_pp(_tiny(), 2)
     r = estimate(
-        st.graph, hwdesc.load("h100-sxm"), dims={"batch": 1, "past_seq": 16}, pipeline=STRATEGIES["tensorrt"]
+        st.graph, hwdesc.load("h100-sxm"), dims={"batch": 1, "past_seq": 16},
+                              pipeline=STRATEGIES["tensorrt"], roofline=True
     )
     rep = st.report(r, micro_batches=2)
     t0, t1 = rep["stage_estimate_s"]

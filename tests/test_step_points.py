@@ -110,10 +110,10 @@ def test_fusion_table_cells_equal_estimate_under_each_strategy():
 
     graph = _variant(4, 1, 2).decode
     dims = {"batch": 8, "past_seq": 30}
-    base = estimate(graph, HW, "bf16", dims=dims, pipeline=STRATEGIES["tensorrt"], tiling=True)
+    base = estimate(graph, HW, precision="bf16", dims=dims, pipeline=STRATEGIES["tensorrt"])
     ctx = Context(graph, HW, base, "bf16", dims, STRATEGIES["tensorrt"], tiling=True)
     for name, pipeline in STRATEGIES.items():
         got = ctx.rerun(pipeline=pipeline).totals
-        want = estimate(graph, HW, "bf16", dims=dims, pipeline=pipeline, tiling=True).totals
+        want = estimate(graph, HW, precision="bf16", dims=dims, pipeline=pipeline).totals
         for cell in ("kernels", "dram_bytes", "bound_s", "estimate_s"):
             assert float(got[cell]) == pytest.approx(float(want[cell]), rel=1e-9), (name, cell)

@@ -100,13 +100,13 @@ def test_unbound_dim_of_a_file_is_an_error(capsys, tmp_path):
 @pytest.mark.parametrize("arch", ["h100-sxm", "b200"])
 def test_sweep_equals_dim_estimates(tiny, arch):
     hw = hwdesc.load(arch)
-    sweeper = Sweeper(lambda extra: estimate(tiny, hw, dims={"batch": 1, **extra}))
+    sweeper = Sweeper(lambda extra: estimate(tiny, hw, dims={"batch": 1, **extra}, roofline=True))
     # 1 is special (binding it turns size-1 transposes into views; the Sweeper re-prices it); 64 is the
     # head dim, 256 the hidden size.
     seqs = [1, 2, 7, 64, 128, 256, 1000, 4096]
     pts = sweeper.evaluate({"seq": np.array(seqs)})
     for i, seq in enumerate(seqs):
-        ref = estimate(tiny, hw, dims={"batch": 1, "seq": seq})
+        ref = estimate(tiny, hw, dims={"batch": 1, "seq": seq}, roofline=True)
         assert pts.estimate_s[i] == pytest.approx(float(ref.totals["estimate_s"]), rel=1e-9)
         assert pts.bound_s[i] == pytest.approx(float(ref.totals["bound_s"]), rel=1e-9)
         assert pts.flops[i] == pytest.approx(float(ref.totals["flops"]), rel=1e-12)
@@ -121,25 +121,25 @@ def test_sweep_equals_dim_estimates(tiny, arch):
 def test_generic_expressions_overcount_at_one(tiny):
     """Why the Sweeper exists: the generic build keeps transposes that seq=1 turns into views."""
     hw = hwdesc.load("b200")
-    generic = Compiled(estimate(tiny, hw, dims={"batch": 1})).evaluate({"seq": 1})
-    exact = estimate(tiny, hw, dims={"batch": 1, "seq": 1})
+    generic = Compiled(estimate(tiny, hw, dims={"batch": 1}, roofline=True)).evaluate({"seq": 1})
+    exact = estimate(tiny, hw, dims={"batch": 1, "seq": 1}, roofline=True)
     assert generic.kernels[0] > len(exact.kernels)
 
 
 def test_grid_equals_dim_estimates(block):
     hw = hwdesc.load("h100-sxm")
-    sweeper = Sweeper(lambda extra: estimate(block, hw, dims=extra))
+    sweeper = Sweeper(lambda extra: estimate(block, hw, dims=extra, roofline=True))
     assert sweeper.compiled.free == ("batch", "seq")
     pts = sweeper.evaluate(grid(parse_sweeps(["seq=1,16,300", "batch=1,8"])))
     for i in range(len(pts)):
         dims = {"batch": int(pts.dims["batch"][i]), "seq": int(pts.dims["seq"][i])}
-        ref = estimate(block, hw, dims=dims)
+        ref = estimate(block, hw, dims=dims, roofline=True)
         assert pts.estimate_s[i] == pytest.approx(float(ref.totals["estimate_s"]), rel=1e-9)
         assert pts.bound_s[i] == pytest.approx(float(ref.totals["bound_s"]), rel=1e-9)
 
 
 def test_shares_add_up(tiny):
-    compiled = Compiled(estimate(tiny, hwdesc.load("b200"), dims={"batch": 1}))
+    compiled = Compiled(estimate(tiny, hwdesc.load("b200"), dims={"batch": 1}, roofline=True))
     pts = compiled.evaluate({"seq": np.geomspace(1, 1e6, 50).round()})
     for groups in (pts.by_kind, pts.by_limiter, pts.by_scope):
         assert sum(groups.values()) == pytest.approx(pts.estimate_s, rel=1e-12)
@@ -201,7 +201,7 @@ def test_single_arch_without_sweep_is_unchanged(capsys):
 def test_evaluation_is_vectorised(tiny):
     import time
 
-    compiled = Compiled(estimate(tiny, hwdesc.load("b200"), dims={"batch": 1}))
+    compiled = Compiled(estimate(tiny, hwdesc.load("b200"), dims={"batch": 1}, roofline=True))
     seqs = np.arange(1, 10_001)
     t0 = time.perf_counter()
     pts = compiled.evaluate({"seq": seqs})

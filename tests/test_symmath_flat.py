@@ -53,9 +53,9 @@ def test_unknown_dims_price_the_same_values_flat_or_not(monkeypatch):
     unknown = sorted(graph.free_symbols(), key=lambda s: s.name)
     assert len(unknown) > sm.SIMPLIFY_MAX_DIMS  # 2 blocks x 9 tensors x 3 dims, each its own
     hw = hwdesc.load("b200")
-    flat = estimate(graph, hw, tiling=True)
+    flat = estimate(graph, hw)
     monkeypatch.setattr(sm, "SIMPLIFY_MAX_DIMS", 10_000)
-    full = estimate(graph, hw, tiling=True)
+    full = estimate(graph, hw)
     values = {s: 64 if s.name.endswith("_2") else 256 for s in unknown}
     got, want = _point_totals(flat, values), _point_totals(full, values)
     for key in got:
@@ -125,9 +125,9 @@ def test_flat_and_full_pricing_never_share_a_remembered_timing(monkeypatch):
     graph = bench_unknown_dims.to_ir(bench_unknown_dims.build(1, named=False), infer=False,
                                      unify=False)
     hw = hwdesc.load("b200")
-    flat = estimate(graph, hw, tiling=True)
+    flat = estimate(graph, hw)
     monkeypatch.setattr(sm, "SIMPLIFY_MAX_DIMS", 10_000)
-    full = estimate(graph, hw, tiling=True)
-    again = estimate(graph, hw, tiling=True)
+    full = estimate(graph, hw)
+    again = estimate(graph, hw)
     assert all(p.timing is not q.timing for p, q in zip(flat.kernels, full.kernels, strict=True))
     assert all(p.timing is q.timing for p, q in zip(full.kernels, again.kernels, strict=True))  # remembered

@@ -127,7 +127,7 @@ def test_lru_stack_distance():
 
 
 def run(model, arch="h100-sxm", **kw):
-    return estimate(import_model(model), hwdesc.load(arch), tiling=True, **kw)
+    return estimate(import_model(model), hwdesc.load(arch), **kw)
 
 
 def test_bound_unchanged_without_residency():
@@ -224,7 +224,10 @@ def test_blackwell_two_sm_tiles_and_fp4():
     assert pair.tiles == 32 * 32 and pair.waves == math.ceil(1024 / 74)
 
 
-def test_library_default_stays_roofline():
-    (k,) = estimate(import_model(matmul_model(4096, 4096, 4096)), H100).kernels
+def test_library_default_is_the_tile_model_and_roofline_asks_for_the_roofline():
+    graph = import_model(matmul_model(4096, 4096, 4096))
+    (k,) = estimate(graph, H100).kernels  # as `estimate MODEL` prices: a tile plan per kernel
+    assert k.kernel.tile is not None
+    (k,) = estimate(graph, H100, roofline=True).kernels
     assert k.kernel.tile is None
     assert math.isclose(float(k.timing.estimate_s), 2 * 4096**3 / 989.4e12 / H100.efficiency["tensor"])

@@ -164,7 +164,7 @@ def test_plans_of_alike_gemms_keep_their_scaling_apart():
     times = []
     for block in (128, 0):
         graph = import_model(fp8_gemm_model(2048, 4096, 4096, block))
-        r = estimate(graph, h100, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True)
+        r = estimate(graph, h100, pipeline=pipeline_for(DEFAULT_STRATEGY))
         (k,) = [k for k in r.kernels if k.kernel.name == "gemm"]
         times.append(float(k.timing.estimate_s))
     assert times[0] > times[1]

@@ -32,7 +32,7 @@ HW = hwdesc.load("b200")
 
 
 def totals(graph, rename=None):
-    result = estimate(graph, HW)
+    result = estimate(graph, HW, roofline=True)
     sub = {dim(old): dim(new) for old, new in (rename or {}).items()}
     t = result.totals
     return (sympy.expand(t["flops"].xreplace(sub)), sympy.expand(t["dram_bytes"].xreplace(sub)),

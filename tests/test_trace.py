@@ -63,7 +63,7 @@ def test_trace_file_is_a_chrome_trace_whose_slices_sum_to_the_estimate(capsys, t
 def test_one_process_per_gpu_and_collectives_on_their_own_track():
     hw = hwdesc.load("h100-sxm")
     r = estimate(import_model(models.MODELS["llama-tiny"].build()), hw, precision="bf16",
-                 dims={"batch": 1, "seq": 8}, pipeline=pipeline_for("tensorrt"), tiling=True)
+                 dims={"batch": 1, "seq": 8}, pipeline=pipeline_for("tensorrt"))
     doc = to_trace(r, gpus=2)
     check_chrome_trace(doc)
     assert {e["pid"] for e in doc["traceEvents"]} == {0, 1}
@@ -81,7 +81,7 @@ def test_one_process_per_gpu_and_collectives_on_their_own_track():
 
 
 def test_trace_errors(capsys, tmp_path):
-    r = estimate(import_model(models.MODELS["llama-tiny"].build()), hwdesc.load("h100-sxm"))
+    r = estimate(import_model(models.MODELS["llama-tiny"].build()), hwdesc.load("h100-sxm"), roofline=True)
     with pytest.raises(TraceError, match="bind every free dim"):
         to_trace(r)
     code, _, err = cli(capsys, "--model", "llama-tiny", "--trace", str(tmp_path / "t.txt"))

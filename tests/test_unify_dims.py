@@ -155,7 +155,7 @@ def test_an_unknown_graph_prices_as_its_named_twin_up_to_the_names():
     assert sorted(s.name for s in unknown.free_symbols()) == ["unk__x_0", "unk__x_1"]
     assert len(unknown.dim_merges) == 21 - 2 and unknown.dim_merges["unk__h2_2"] == 32
     hw = hwdesc.load("h100-sxm")
-    rn, ru = estimate(named, hw), estimate(unknown, hw)
+    rn, ru = estimate(named, hw, roofline=True), estimate(unknown, hw, roofline=True)
     assert len(ru.kernels) == len(rn.kernels)  # the same fusions: shapes are provably equal again
     rename = {dim("batch"): dim("unk__x_0"), dim("seq"): dim("unk__x_1")}
     for key in ("bound_s", "estimate_s", "flops", "dram_bytes"):
@@ -166,4 +166,4 @@ def test_an_unknown_graph_prices_as_its_named_twin_up_to_the_names():
 
 def test_binding_a_merged_name_says_what_replaced_it():
     with pytest.raises(EstimateError, match=r"no dim 'unk__h1_0' \(the graph proves it equal to unk__x_0"):
-        estimate(_mlp(named=False), hwdesc.load("h100-sxm"), dims={"unk__h1_0": 4})
+        estimate(_mlp(named=False), hwdesc.load("h100-sxm"), dims={"unk__h1_0": 4}, roofline=True)

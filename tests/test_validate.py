@@ -141,7 +141,8 @@ def test_node_names_match_the_frontend():
 
 def test_join_one_to_one_and_fused_groups():
     model = gpt_block_model()
-    result = estimate(import_model(model), hwdesc.load("h100-sxm"), dims={"batch": 1, "seq": 8})
+    result = estimate(import_model(model), hwdesc.load("h100-sxm"), dims={"batch": 1, "seq": 8},
+                      roofline=True)
     names = [p.kernel.name for p in result.kernels]
     times = [NodeTime(n, "?", 1e-6) for n in names] + [NodeTime("shape_only", "Shape", 5e-7)]
     matches, unjoined = join(result, times, map_by_name(model, None))
@@ -318,7 +319,7 @@ def test_gpu_check_maps_device_names_to_descriptors(device, sku):
 
 def test_gpu_check_replays_the_matmuls_of_an_estimate():
     _, graph, _ = _builder("llama-tiny")
-    result = estimate(graph, hwdesc.load("h100-sxm"), dims={"batch": 1, "seq": 16})
+    result = estimate(graph, hwdesc.load("h100-sxm"), dims={"batch": 1, "seq": 16}, roofline=True)
     ops = _gpu_check().torch_workload(result)
     # per layer q, k, v, o, gate, up, down and the two attention MatMuls; 2 layers; the LM head
     assert sum(o.count for o in ops if o.op == "MatMul") == 2 * 9 + 1

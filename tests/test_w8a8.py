@@ -66,7 +66,7 @@ def test_quantization_kernel_bytes_and_ops():
     # scale, writes T x 64 bytes, 3 CUDA ops per element (scale, round, saturate). Unfused pipeline:
     # each QuantizeLinear is its own kernel.
     g = w8a8(build_graph(DENSE, decode=True), "fp8e4m3", "bf16")
-    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32})
+    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32}, roofline=True)
     quant = [p for p in r.kernels if p.kernel.nodes[0].op_type == "QuantizeLinear"]
     assert len(quant) == 3 * 2
     first = quant[0]  # the input norm's output: 8 tokens x 64
@@ -81,7 +81,7 @@ def test_quantization_kernel_bytes_and_ops():
 def test_linear_weights_are_read_at_fp8_and_outputs_written_at_bf16():
     # q_proj at batch 8: A 8 x 64 fp8 (1 byte), B 64 x 64 fp8, output 8 x 64 bf16 (2 bytes)
     g = w8a8(build_graph(DENSE, decode=True), "fp8e4m3", "bf16")
-    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32})
+    r = estimate(g, H100, dims={"batch": 8, "past_seq": 32}, roofline=True)
     q = next(p for p in r.kernels if p.kernel.nodes[0].name.endswith("layers.0/self_attn/q_proj/MatMul"))
     assert sympy.simplify(q.kernel.work.bytes_read - (8 * 64 + 64 * 64)) == 0
     assert sympy.simplify(q.kernel.work.bytes_written - 2 * 8 * 64) == 0
@@ -96,7 +96,7 @@ def test_moe_experts_fp8_router_unquantized():
     # the expert GEMMs' token operand is fp8 (the permutation writes it), with no quantization node:
     # per layer only the q/k/v input's (the attention writes the o_proj's input in fp8)
     assert len(_nodes(g, "QuantizeLinear")) == 1 * 2
-    r = estimate(g, H100, dims={"batch": 4, "past_seq": 32}, pipeline=pipeline_for("tensorrt"))
+    r = estimate(g, H100, dims={"batch": 4, "past_seq": 32}, pipeline=pipeline_for("tensorrt"), roofline=True)
     moe = [p for p in r.kernels if p.kernel.kind == "moe"]
     assert moe and all(("tensor", "fp8e4m3") in p.kernel.work.flops for p in moe)
 

@@ -48,7 +48,7 @@ def _t5_style_bias_model():
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_weight_bytes_is_the_stored_table_under_every_strategy(strategy):
-    r = estimate(_t5_style_bias_model(), H100, pipeline=STRATEGIES[strategy])
+    r = estimate(_t5_style_bias_model(), H100, pipeline=STRATEGIES[strategy], roofline=True)
     assert r.totals["weight_bytes"] == 32 * 4 * 4  # the [32, 4] fp32 table; no seq in it
 
 
@@ -74,9 +74,10 @@ def test_near_miss_epilogue_is_reported():
                           [helper.make_tensor_value_info("out", f, [8, 64])],
                           [numpy_helper.from_array(np.zeros((32, 64), np.float32), "w")])
     graph = import_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
-    r = estimate(graph, H100, pipeline="canonicalize,fuse-bias-act")
+    r = estimate(graph, H100, pipeline="canonicalize,fuse-bias-act", roofline=True)
     assert [(x.rule, x.nodes) for x in r.refusals] == [("fuse-bias-act", ("mm",))]
     assert r.refusals[0].reason == ("near miss: the epilogue Add reads a second activation produced "
                                     "after the GEMM")
-    fused = estimate(graph, H100, pipeline="canonicalize,fuse-epilogue")  # the residual epilogue takes it
+    fused = estimate(graph, H100, pipeline="canonicalize,fuse-epilogue",
+                     roofline=True)  # the residual epilogue takes it
     assert not fused.refusals and len(fused.kernels) == 1

@@ -44,6 +44,7 @@ def main() -> int:
     import hwdesc
     import models
     from estimator.cli.main import build_parser
+    from estimator.cli.options import from_args
     from estimator.cli.report import sweep_svg
     from estimator.estimate import estimate
     from estimator.frontends.onnx_import import import_model
@@ -59,7 +60,7 @@ def main() -> int:
     def context():
         """A Context as the CLI makes one: the base estimate keeps the graph after each of its passes."""
         ctx = Context(graph, hw, None, precision=a.precision, dims=dims, pipeline=pipeline)
-        ctx.base = estimate(graph, hw, precision=a.precision, dims=dims, pipeline=pipeline, tiling=True,
+        ctx.base = estimate(graph, hw, precision=a.precision, dims=dims, pipeline=pipeline,
                             after_pass=ctx.after_pass())
         return ctx
 
@@ -72,8 +73,8 @@ def main() -> int:
         return {n: base if n == "tensorrt" else ctx.rerun(pipeline=p) for n, p in STRATEGIES.items()}
 
     t_fusion, results = best(fusion, a.repeat)
-    args = build_parser().parse_args(["--model", a.model, "--sweep", a.sweep])
-    t_sweep, svg = best(lambda: sweep_svg(args, ctx0), a.repeat)
+    opts = from_args(build_parser().parse_args(["--model", a.model, "--sweep", a.sweep]))
+    t_sweep, svg = best(lambda: sweep_svg(opts, ctx0), a.repeat)
     title = f"{a.model} on {a.arch}"
     t_render, page = best(lambda: html.render(base, title, [], 0.02, results, svg), a.repeat)
     out = tempfile.mkdtemp()

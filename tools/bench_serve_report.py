@@ -36,40 +36,30 @@ def main() -> int:
     ap.add_argument("--sweep", default="1,2,4,8,16,32,64,128")
     a = ap.parse_args()
     from estimator.cli import report as report_mode
-    from estimator.cli import serve as serve_mode
     from estimator.cli import serve_report
     from estimator.cli.main import build_parser
+    from estimator.cli.options import from_args
     from estimator.serve.deploy import Deployment
-    from estimator.serve.whatif import Serving
 
     out = os.path.join(tempfile.mkdtemp(), "serve.html")
-    args = build_parser().parse_args(["--model", a.model, "--arch", a.arch, "--precision", a.precision,
-                                      "--tp", a.tp, "--serve", a.serve, "--sweep", f"concurrency={a.sweep}",
-                                      "--report", out])
-    args.report_wanted = report_mode.requested(args)
-    tps = serve_mode._tps(args.tp)  # noqa: SLF001
-    work = serve_mode._workload(args)  # noqa: SLF001
-    sweep = serve_mode._concurrency_sweep(args)  # noqa: SLF001
+    opts = from_args(build_parser().parse_args([
+        "--model", a.model, "--arch", a.arch, "--precision", a.precision, "--tp", a.tp, "--serve", a.serve,
+        "--sweep", f"concurrency={a.sweep}", "--report", out]))
+    tps, work, sweep = opts.parallel.tp, opts.serving.workload, opts.serving.concurrency
     rows: list = []
-    opts = serve_mode._options(args, tps[0])  # noqa: SLF001
-    dep = timed("deployment (steps priced)", lambda: Deployment.build(a.model, opts), rows)
+    dep = timed("deployment (steps priced)", lambda: Deployment.build(a.model, opts.steps_options(tps[0])),
+                rows)
     result = timed("serving point", lambda: dep.serve(work), rows)
-
-    def base():
-        return report_mode.context(args, serve_report.decode_graph(args, dep),
-                                   serve_report.decode_dims(work, result),
-                                   opts.hw, framework=opts.framework.name if opts.framework.custom_allreduce
-                                   else None, serve=Serving(a.model, opts, work, dep, result))
-
-    ctx = timed("estimate (sharded decode step, full depth)", base, rows)
+    ctx = timed("estimate (sharded decode step, full depth)",
+                lambda: serve_report.context(opts, dep, work, result), rows)
     after = len(rows)
-    svg = timed("report: Pareto sweep + SVG", lambda: serve_report.pareto_svg(args, tps, work, sweep, dep),
+    svg = timed("report: Pareto sweep + SVG", lambda: serve_report.pareto_svg(opts, tps, work, sweep, dep),
                 rows)
     from passes import STRATEGIES
 
     timed("report: fusion table (other strategies)",
           lambda: [ctx.rerun(pipeline=p) for n, p in STRATEGIES.items() if n != ctx.base.fusion], rows)
-    timed("report: page + write", lambda: report_mode.write_report(args, ctx, None, 0.02, (), "bench", svg),
+    timed("report: page + write", lambda: report_mode.write_report(opts, ctx, None, 0.02, (), "bench", svg),
           rows)
     for label, wall, cpu in rows:
         print(f"{label:<46} {wall:7.2f} s wall {cpu:7.2f} s CPU")

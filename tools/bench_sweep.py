@@ -33,7 +33,7 @@ def main() -> int:
 
     import hwdesc
     import models
-    from estimator.cli.main import pipeline_of
+    from estimator.cli.options import pipeline_of
     from estimator.estimate import estimate
     from estimator.frontends.onnx_import import import_model
     from estimator.study.sweep import Compiled, Sweeper, to_csv
@@ -44,7 +44,7 @@ def main() -> int:
     fixed = {k: v for k, v in spec.default_dims.items() if k != swept}
     # Step 16 keeps every point above 1 (a dim of 1 gets its own build, see estimator.study.sweep.Sweeper).
     values = np.arange(1, args.points + 1) * 16
-    pipeline = pipeline_of(argparse.Namespace(pipeline=None, fusion=None))
+    pipeline = pipeline_of(None, None)  # the CLI's default: --fusion tensorrt
     tiling = not args.roofline
     target = 0.2 if args.roofline else 0.5
 
@@ -60,14 +60,15 @@ def main() -> int:
     for arch in args.arch.split(","):
         hw = hwdesc.load(arch)
         t0 = time.perf_counter()
-        result = estimate(graph, hw, precision=args.precision, dims=fixed, pipeline=pipeline, tiling=tiling)
+        result = estimate(graph, hw, precision=args.precision, dims=fixed, pipeline=pipeline,
+                          roofline=not tiling)
         t_est = time.perf_counter() - t0
         t0 = time.perf_counter()
         compiled = Compiled(result)
         t_lam = time.perf_counter() - t0
         sweeper = Sweeper(lambda extra, hw=hw: estimate(graph, hw, precision=args.precision,
                                                         dims={**fixed, **extra}, pipeline=pipeline,
-                                                        tiling=tiling))
+                                                        roofline=not tiling))
         sweeper.compiled, sweeper.result = compiled, result  # reuse the build just timed
         times, cpu = [], []
         for _ in range(args.runs):

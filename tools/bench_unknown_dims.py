@@ -106,7 +106,7 @@ def price_time(graph, hw, dims: dict[str, int], runs: int) -> tuple[float, float
     times = []
     for _ in range(runs):
         t0 = time.process_time()
-        r = estimate(graph, hw, dims=dims, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True)
+        r = estimate(graph, hw, dims=dims, pipeline=pipeline_for(DEFAULT_STRATEGY))
         times.append(time.process_time() - t0)
     free = len(getattr(r.totals["estimate_s"], "free_symbols", ()))
     return statistics.median(times), times[0], len(r.kernels), free

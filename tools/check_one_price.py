@@ -51,7 +51,7 @@ def check(graph, defaults: dict, hw, precision, points: list[int]) -> tuple[str,
     pipe = pipeline_for(DEFAULT_STRATEGY, hw.family)
 
     def build(extra):
-        return estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe, tiling=True)
+        return estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe)
 
     sweeper = Sweeper(build)
     pts = sweeper.evaluate({swept: np.array(points, dtype=float)})

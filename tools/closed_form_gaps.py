@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         free = sorted(s.name for s in graph.free_symbols())
         for d in free:
             dims = {o: spec.default_dims.get(o, 1) for o in free if o != d}
-            result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipe, tiling=True)
+            result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipe)
             pts = points.get(d, OTHER_POINTS)
             total, kernels = gaps(result, d, pts)
             exact, inexact = exact + (not kernels), inexact + bool(kernels)

@@ -228,7 +228,7 @@ def run(args: argparse.Namespace) -> list[Row]:
                 rows.append(ort_row(model_name, seq, model, hw, args.runs, nsys_dir))
             else:
                 precision = None if args.precision == "fp32" else args.precision
-                result = estimate(graph, hw, precision=precision, dims=dims)
+                result = estimate(graph, hw, precision=precision, dims=dims, roofline=True)
                 rows.append(torch_row(model_name, seq, result, device, args.precision, args.runs))
             print(_format(rows[-1]), flush=True)
     return rows

@@ -88,8 +88,7 @@ def joined(sqlite_path: Path, model, hw_name: str, dims: dict[str, int]):
     from passes import pipeline_for
 
     name_nodes(model)
-    result = estimate(import_model(model), hwdesc.load(hw_name), dims=dims, pipeline=pipeline_for("none"),
-                      tiling=True)
+    result = estimate(import_model(model), hwdesc.load(hw_name), dims=dims, pipeline=pipeline_for("none"))
     return analyse(timed_only(load(str(sqlite_path))), hw_name, result, model)
 
 

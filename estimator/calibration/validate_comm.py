@@ -56,7 +56,7 @@ def price(table: str, row: dict, hw) -> tuple[float, float]:
     dtype = str(row["dtype_name"])
     model = collective_model(str(row["op"]), int(float(row["message_elements"])), int(row["n"]), dtype)
     framework, graphed = (None, True) if table == "nccl" else SOURCES[str(row["kernel_source"])]
-    r = estimate(import_model(model), hw, framework=framework, comm_graphed=graphed)
+    r = estimate(import_model(model), hw, framework=framework, comm_graphed=graphed, roofline=True)
     return float(r.totals["bound_s"]), float(r.totals["estimate_s"])
 
 

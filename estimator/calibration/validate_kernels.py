@@ -80,7 +80,7 @@ def price(model, hw, retype: dict, warm) -> tuple[float, float]:
     graph = import_model(model)
     for dtype in set(retype.values()):
         graph = kernel_graphs.retype(graph, tuple(n for n, d in retype.items() if d == dtype), dtype)
-    r = estimate(graph, hw, pipeline=pipeline_for(DEFAULT_STRATEGY), tiling=True, warm_inputs=warm)
+    r = estimate(graph, hw, pipeline=pipeline_for(DEFAULT_STRATEGY), warm_inputs=warm)
     return float(r.totals["bound_s"]), float(r.totals["estimate_s"])
 
 

@@ -163,7 +163,7 @@ def _decode_step(graph, hw, precision: str, batches: set[int], framework: str) -
     steps = {}
     for b in sorted(batches):
         result = estimate(graph, hw, precision=precision, dims={"batch": b},
-                          pipeline=pipeline_for("tensorrt"), tiling=True, framework=framework)
+                          pipeline=pipeline_for("tensorrt"), framework=framework)
         steps[b] = (_both(result), _shared(result))
     return steps
 
@@ -213,7 +213,7 @@ def _prefill(graph, hw, precision: str, framework: str):
     from passes import pipeline_for
 
     result = estimate(graph, hw, precision=precision, dims={"batch": 1}, pipeline=pipeline_for("tensorrt"),
-                      tiling=True, framework=framework, comm_graphed=False)
+                      framework=framework, comm_graphed=False)
     return _both(result), _shared(result)
 
 

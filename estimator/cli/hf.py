@@ -18,8 +18,12 @@ what was done, for --explain and the JSON "parallel" key.
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from estimator.errors import UserError
+
+if TYPE_CHECKING:
+    from estimator.cli.options import Model, Options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,15 +41,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "all-to-all of each MoE layer (--hf-config or a bundled MoE model)")
 
 
-def run(args: argparse.Namespace) -> int | None:
+def run(opts: Options) -> int | None:
     """Not a mode of its own: --hf-config only replaces the model source (see load_hf_graph)."""
-    if args.decode and not args.hf_config:
+    m = opts.model
+    if m.decode and not m.hf_config:
         raise UserError("--decode goes with --hf-config (bundled models have a -decode twin)")
-    if not args.kv_cache and (args.decode or not args.hf_config):
+    if not m.kv_cache and (m.decode or not m.hf_config):
         raise UserError("--no-kv-cache goes with --hf-config prefill (a decode step needs its cache)")
-    if args.expert_parallel is not None and args.expert_parallel < 1:
+    if m.expert_parallel is not None and m.expert_parallel < 1:
         raise UserError("--expert-parallel must be a positive integer")
-    if args.expert_parallel and args.expert_parallel > 1 and not (args.hf_config or args.model_name):
+    if m.expert_parallel and m.expert_parallel > 1 and not (m.hf_config or m.name):
         raise UserError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     return None
 
@@ -66,15 +71,16 @@ def expert_parallel(cfg, ep: int | None):
         raise UserError(f"--expert-parallel: {exc}") from None
 
 
-def load_hf_graph(args: argparse.Namespace):
+def load_hf_graph(model: Model):
     """The graph of --hf-config (one GPU's expert share under --expert-parallel)."""
     from estimator.frontends import hf_config
 
-    cfg = expert_parallel(hf_config.load(args.hf_config), args.expert_parallel)
-    return hf_config.build_graph(cfg, decode=args.decode, name=f"hf-{cfg.model_type}", kv_cache=args.kv_cache)
+    cfg = expert_parallel(hf_config.load(model.hf_config), model.expert_parallel)
+    return hf_config.build_graph(cfg, decode=model.decode, name=f"hf-{cfg.model_type}",
+                                 kv_cache=model.kv_cache)
 
 
-def load_named_graph(args: argparse.Namespace, name: str):
+def load_named_graph(model: Model, name: str):
     """A bundled config-driven decoder (models/named_configs.py) under --expert-parallel."""
     from estimator.frontends.onnx_import import import_model
     from models import decoder, named_configs
@@ -83,7 +89,7 @@ def load_named_graph(args: argparse.Namespace, name: str):
     if base not in named_configs.NAMED:
         raise UserError(f"--expert-parallel: {name} is not a bundled MoE decoder "
                         f"(those are {', '.join(n for n, c in named_configs.NAMED.items() if c.moe)})")
-    cfg = expert_parallel(named_configs.NAMED[base], args.expert_parallel)
+    cfg = expert_parallel(named_configs.NAMED[base], model.expert_parallel)
     mode = "decode" if name.endswith("-decode") else "prefill"
     return import_model(decoder.build(name, cfg, mode, weights="external"))
 

@@ -10,6 +10,7 @@ import json
 import sys
 import traceback
 
+from estimator.cli.options import UsageError, from_args
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 
@@ -23,23 +24,23 @@ otherwise; an ONNX file keeps every dim not given by --dim symbolic.
 """
 
 
-class UsageError(UserError):
-    pass
+__all__ = ["UsageError", "build_parser", "main", "run"]
 
-
-# Optional modes: modules with `add_arguments(parser)` and `run(args) -> int | None` (None when the
-# mode was not asked for). Each feature (sweeps, validation, other frontends...) adds its module here
-# instead of growing this file; a mode reuses `parse_dims` and `load_graph` below.
+# Optional modes: modules with `add_arguments(parser)` and `run(opts) -> int | None` (None when the
+# mode was not asked for), `opts` the one frozen estimator.cli.options.Options built from the parsed
+# command line. Each feature (sweeps, validation, other frontends...) adds its module here and its flags'
+# fields to estimator/cli/options.py instead of growing this file; a mode loads its graph through
+# estimator.cli.load.load_graph.
 # estimator.cli.serve comes first (with --serve it runs a `--sweep concurrency=` itself), then
 # estimator.cli.report (with --report/--recommend/--trace it also draws a --sweep itself).
 MODES: list[str] = ["estimator.cli.serve", "estimator.cli.report",
                     "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
-                    "estimator.cli.hf", "estimator.sass.mode"]
+                    "estimator.cli.hf"]
 
 
 # Subcommands with their own parser: `estimate sass FILE ...`, `estimate profile FILE ...`. Each module
 # has `run(argv: list[str]) -> int` and raises UserError for bad input, like the modes above.
-SUBCOMMANDS: dict[str, str] = {"sass": "estimator.sass.cli", "profile": "estimator.profile.cli",
+SUBCOMMANDS: dict[str, str] = {"sass": "estimator.cli.sass", "profile": "estimator.cli.profile",
                                "calibrate": "estimator.cli.calibrate",
                                "validate": "estimator.cli.validate_cmd"}
 
@@ -109,25 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-archs", action="store_true", help="list bundled GPUs and exit")
     p.add_argument("--list-models", action="store_true", help="list bundled models and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    p.add_argument("--kernel-sass", action="append", default=[], metavar="NODE=FILE[#KERNEL]",
+                   help="price the GEMM kernel(s) holding graph node NODE (a name or fnmatch pattern) "
+                        "with the MMA path and occupancy of a compiled kernel (.cu, .ptx, .cubin, "
+                        "fatbin; see `estimate sass`; estimator/sass/seam.py)")
     for mode in _modes():
         mode.add_arguments(p)
     return p
-
-
-def parse_dims(items: list[str]) -> dict[str, int]:
-    dims: dict[str, int] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise UsageError(f"--dim {item!r}: expected NAME=VALUE, e.g. --dim seq=4096")
-        try:
-            dims[name] = int(value)
-        except ValueError:
-            raise UsageError(f"--dim {item!r}: value must be an integer") from None
-        if dims[name] <= 0:
-            raise UsageError(f"--dim {item!r}: value must be a positive integer")
-    return dims
 
 
 def list_archs() -> str:
@@ -162,51 +151,6 @@ def list_models() -> str:
     return "\n".join(lines)
 
 
-def load_graph(args: argparse.Namespace, dims: dict[str, int]):
-    """The IR graph for the MODEL path or --model NAME, and the dims to bind."""
-    from estimator.frontends.onnx_import import import_file, import_model
-
-    if args.model_path and args.model_name:
-        raise UsageError("give either MODEL or --model NAME, not both")
-    if args.model_name:
-        import models
-
-        if args.model_name not in models.MODELS:
-            known = ", ".join(sorted(models.MODELS))
-            raise UsageError(f"unknown model {args.model_name!r}; known: {known}")
-        spec = models.MODELS[args.model_name]
-        if (getattr(args, "expert_parallel", None) or 1) > 1:  # estimator/cli/hf.py
-            from estimator.cli.hf import load_named_graph
-
-            graph = load_named_graph(args, args.model_name)
-        else:
-            graph = import_model(spec.build())
-        if not args.symbolic:
-            dims = {**spec.default_dims, **dims}
-        return graph, dims
-    if getattr(args, "hf_config", None):  # --hf-config config.json (estimator/cli/hf.py)
-        from estimator.cli.hf import load_hf_graph
-
-        if args.model_path or args.model_name:
-            raise UsageError("give either MODEL, --model NAME or --hf-config, not two")
-        return load_hf_graph(args), dims
-    if getattr(args, "torch", None):  # --torch MODULE:FACTORY (estimator/cli/pytorch.py)
-        from estimator.cli.pytorch import load_torch_graph
-
-        return load_torch_graph(args), dims
-    if (getattr(args, "expert_parallel", None) or 1) > 1:
-        raise UsageError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
-    if not args.model_path:
-        raise UsageError("no model: give a path to an .onnx file or --model NAME (see --list-models)")
-    if args.model_path.endswith((".mlir", ".mlirbc")):  # torch-dialect MLIR (frontends/mlir_import.py)
-        from estimator.frontends.mlir_import import check_dim_ranges, import_mlir_file
-
-        graph = import_mlir_file(args.model_path)
-        check_dim_ranges(graph, dims)
-        return graph, dims
-    return import_file(args.model_path), dims
-
-
 def run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -220,84 +164,70 @@ def run(argv: list[str] | None) -> int:
     if args.list_models:
         print(list_models())
         return 0
+    with cyclic_gc_paused(freeze=True):  # start-up: imports and the GPUs live until exit (gc_pause.py)
+        opts = from_args(args)  # the one read of the Namespace: every mode takes `opts`
     for mode in _modes():
-        code = mode.run(args)
+        code = mode.run(opts)
         if code is not None:
             return code
-    if args.top < 1:
+    return plain(opts)
+
+
+def plain(opts) -> int:
+    """The default mode: one table (or JSON, or closed forms) of the model's kernels on the first GPU."""
+    if opts.output.top < 1:
         raise UsageError("--top must be at least 1")
-    dims = parse_dims(args.dim)
     with cyclic_gc_paused(freeze=True):  # start-up: imports and the IR live until exit (gc_pause.py)
-        import hwdesc
+        from estimator.cli.load import load_graph
         from estimator.estimate import estimate
         from estimator.report import fusion as fusion_report
         from estimator.report.table import to_json, to_symbolic, to_table
-        from estimator.truth.host import resolve_arch
 
-        hw = hwdesc.load(resolve_arch(args.arch))  # "host": this machine, measured once and cached
-        graph, dims = load_graph(args, dims)
-    from estimator.sass.mode import kernel_sass
+        graph, dims = load_graph(opts.model, opts.dims, defaults=not opts.output.symbolic)
+    gpu = opts.gpu
+    pricing = gpu.pricing
+    if opts.kernel_sass:  # --kernel-sass NODE=FILE: compiled kernels for the tile model
+        from dataclasses import replace
 
-    compiled = kernel_sass(args, hw)  # --kernel-sass NODE=FILE: compiled kernels for the tile model
-    if args.compare_fusion:
-        if args.symbolic:
+        from estimator.sass.seam import parse_kernel_sass
+
+        pricing = replace(pricing, kernel_sass=parse_kernel_sass(list(opts.kernel_sass), gpu.hw))
+    if opts.fusion.compare:
+        if opts.output.symbolic:
             raise UsageError("--compare-fusion prints numbers; drop --symbolic")
+        from dataclasses import replace
+
         from passes import pipeline_for
 
-        results = {name: estimate(graph, hw, precision=args.precision, dims=dims,
-                                  pipeline=pipeline_for(name, hw.family), strict=args.strict,
-                                  verify_each=args.verify_each, tiling=not args.roofline,
-                                  warm_inputs=args.warm_inputs, kernel_sass=compiled)
-                   for name in strategy_list(args.compare_fusion)}
-        print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1) if args.json
-              else fusion_report.compare_table(results))
+        results = {name: estimate(graph, gpu.hw, replace(pricing, pipeline=pipeline_for(name, gpu.hw.family)),
+                                  dims=dims)
+                   for name in opts.fusion.compare}
+        print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1)
+              if opts.output.json else fusion_report.compare_table(results))
         return 0
-    result = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
-                      strict=args.strict, after_pass=fusion_report.printer(args.print_after),
-                      verify_each=args.verify_each, tiling=not args.roofline, warm_inputs=args.warm_inputs,
-                      kernel_sass=compiled)
+    result = estimate(graph, gpu.hw, pricing, dims=dims,
+                      after_pass=fusion_report.printer(opts.fusion.print_after))
     from estimator.study.closed_form import closed_form
 
     cf = closed_form(result) if result.symbolic else None  # free dims: how exact the formulas are
     from estimator.cli.hf import ep_decisions
 
     ep = ep_decisions(graph)  # --expert-parallel: the all-to-all it inserted
-    if args.json:
-        parallel = {"parallel": {"tp": 1, "pp": 1, "ep": args.expert_parallel, "decisions": ep}} if ep else {}
+    if opts.output.json:
+        parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
+                    if ep else {})
         print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel},
                          indent=1))
-    elif args.symbolic:
+    elif opts.output.symbolic:
         print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:
-        print(to_table(result, args.top))
-    if args.explain:
+        print(to_table(result, opts.output.top))
+    if opts.fusion.explain:
         print(fusion_report.explain(result))
         if ep:
-            print(f"sharding decisions (--expert-parallel {args.expert_parallel}):")
+            print(f"sharding decisions (--expert-parallel {opts.model.expert_parallel}):")
             print("\n".join(f"  {d}" for d in ep))
     return 0
-
-
-def pipeline_of(args: argparse.Namespace, family: str | None = None) -> str:
-    """The pass pipeline --pipeline or --fusion (default tensorrt) asks for."""
-    from passes import DEFAULT_STRATEGY, pipeline_for
-
-    if args.pipeline is not None:
-        if args.fusion is not None:
-            raise UsageError("give either --fusion or --pipeline, not both")
-        return args.pipeline
-    return pipeline_for(args.fusion or DEFAULT_STRATEGY, family)
-
-
-def strategy_list(text: str) -> list[str]:
-    from passes import STRATEGIES
-
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    unknown = [n for n in names if n not in STRATEGIES]
-    if unknown or not names:
-        raise UsageError(f"--compare-fusion: unknown strategy {unknown[0] if unknown else text!r}; "
-                         f"choose from {', '.join(STRATEGIES)}")
-    return names
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:

@@ -1,7 +1,7 @@
 """CLI mode `--torch package.module:factory`: estimate a PyTorch module through torch-mlir.
 
 `factory()` returns ``(module, example_args, dynamic_shapes)`` (or just the first two). The mode only
-checks its flags: `estimator.cli.main.load_graph` builds the graph through `load_torch_graph` when --torch is
+checks its flags: `estimator.cli.load.load_graph` builds the graph through `load_torch_graph` when --torch is
 given, so every other mode and report takes a --torch model like an .onnx or .mlir file.
 """
 
@@ -11,8 +11,12 @@ import argparse
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from estimator.errors import UserError
+
+if TYPE_CHECKING:
+    from estimator.cli.options import Model, Options
 
 
 class TorchSpecError(UserError):
@@ -28,11 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="with --torch: also write the torch-dialect MLIR it estimated (weights elided)")
 
 
-def run(args: argparse.Namespace) -> int | None:
+def run(opts: Options) -> int | None:
     """Flag checks only (returns None): the graph is built by load_graph."""
-    if getattr(args, "save_mlir", None) and not getattr(args, "torch", None):
+    m = opts.model
+    if m.save_mlir and not m.torch:
         raise TorchSpecError("--save-mlir needs --torch")
-    if getattr(args, "torch", None) and (args.model_path or args.model_name):
+    if m.torch and (m.path or m.name):
         raise TorchSpecError("give one model: MODEL, --model NAME or --torch MODULE:FACTORY")
     return None
 
@@ -58,14 +63,14 @@ def load_factory(spec: str):
     return made if len(made) == 3 else (*made, None)
 
 
-def load_torch_graph(args: argparse.Namespace):
+def load_torch_graph(model: Model):
     """The IR graph of --torch SPEC (and the MLIR written to --save-mlir)."""
     from estimator.frontends.mlir_import import import_module
     from estimator.frontends.torch_api import export_module
 
-    module, example_args, dynamic_shapes = load_factory(args.torch)
+    module, example_args, dynamic_shapes = load_factory(model.torch)
     mlir = export_module(module, example_args, dynamic_shapes)
-    if getattr(args, "save_mlir", None):
-        with open(args.save_mlir, "w") as f:
+    if model.save_mlir:
+        with open(model.save_mlir, "w") as f:
             f.write(mlir.operation.get_asm(large_resource_limit=256))
     return import_module(mlir, type(module).__name__)

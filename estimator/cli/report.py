@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
-from estimator.cli.main import UsageError, load_graph, parse_dims, pipeline_of
+from estimator.cli.load import load_graph
+from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
 
 # the metric of a serving or measured recommendation, as the text output names it
@@ -54,95 +54,91 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="write the time breakdown by kind and limiter (.png, .svg, .pdf)")
 
 
-def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.recommend or args.report or args.trace or args.roofline_plot or args.breakdown_plot)
-
-
-def _check(args: argparse.Namespace) -> None:
-    if args.symbolic:
+def _check(opts: Options) -> None:
+    r = opts.reports
+    if opts.output.symbolic:
         raise UsageError("--recommend, --report and --trace need numbers; drop --symbolic and bind the dims")
-    if args.compare_fusion:
+    if opts.fusion.compare:
         raise UsageError("--compare-fusion is its own mode; the report shows the fusion comparison already")
-    if args.report and not args.report.lower().endswith((".html", ".htm")):
-        raise UsageError(f"--report {args.report}: use a file name ending in .html")
-    if args.trace and not args.trace.lower().endswith(".json"):
-        raise UsageError(f"--trace {args.trace}: use a file name ending in .json")
+    if r.report and not r.report.lower().endswith((".html", ".htm")):
+        raise UsageError(f"--report {r.report}: use a file name ending in .html")
+    if r.trace and not r.trace.lower().endswith(".json"):
+        raise UsageError(f"--trace {r.trace}: use a file name ending in .json")
     from estimator.study.plot import FORMATS
 
-    for flag, path in (("--roofline-plot", args.roofline_plot), ("--breakdown-plot", args.breakdown_plot)):
+    for flag, path in (("--roofline-plot", r.roofline_plot), ("--breakdown-plot", r.breakdown_plot)):
         if path and not path.lower().endswith(FORMATS):
             raise UsageError(f"{flag} {path}: use a file name ending in {', '.join(FORMATS)}")
-    if "," in args.arch:
+    if len(opts.gpus) > 1:
         raise UsageError("--recommend/--report/--trace take one GPU in --arch (the recommendations compare "
                          "the others)")
     # the other modes never run once this one does: refuse their flags rather than ignore them
-    if getattr(args, "validate", False):
+    if opts.validation.validate:
         raise UsageError("--validate is its own mode; run it apart from --recommend/--report/--trace")
-    for flag in ("crossover", "csv"):
-        if getattr(args, flag, None):
+    for flag, value in (("crossover", opts.study.crossover), ("csv", opts.study.csv)):
+        if value:
             raise UsageError(f"--{flag} is the sweep mode's; run it apart from --recommend/--report/--trace")
-    if getattr(args, "sweep", None) and not args.report:
+    if (opts.study.sweeps or opts.serving.concurrency) and not r.report:
         raise UsageError("--sweep goes with --report (its plot is a section of the page); for the sweep's "
                          "table run it without --recommend/--trace")
-    if args.recommend_threshold < 0:
-        raise UsageError(f"--recommend-threshold {args.recommend_threshold:g}: must be >= 0")
+    if r.recommend_threshold < 0:
+        raise UsageError(f"--recommend-threshold {r.recommend_threshold:g}: must be >= 0")
 
 
-def requested(args: argparse.Namespace) -> bool:
+def requested(opts: Options) -> bool:
     """Whether this mode's outputs are asked for (the flags checked); the serving mode asks too."""
-    if not wanted(args):
-        if args.recommend_threshold != 2.0 or args.recommend_only:
+    if not opts.reports.wanted:
+        if opts.reports.recommend_threshold != 2.0 or opts.reports.recommend_only is not None:
             raise UsageError("--recommend-threshold and --recommend-only need --recommend")
         return False
-    _check(args)
+    _check(opts)
     return True
 
 
-def run(args: argparse.Namespace) -> int | None:
-    if not requested(args):
+def run(opts: Options) -> int | None:
+    if not requested(opts):
         return None
-    import hwdesc
     from estimator.report.table import to_json, to_table
-    from estimator.truth.host import resolve_arch
 
-    hw = hwdesc.load(resolve_arch(args.arch))
-    graph, dims = load_graph(args, parse_dims(args.dim))
-    ctx = context(args, graph, dims, hw)
-    recs, found = recommendations(args, ctx)
-    if args.json:
+    graph, dims = load_graph(opts.model, opts.dims, defaults=not opts.output.symbolic)
+    ctx = context(opts, graph, dims, opts.hw)
+    recs, found = recommendations(opts, ctx)
+    if opts.output.json:
         print(json.dumps(add_json(to_json(ctx.base), recs, found), indent=1))
     else:
-        print(to_table(ctx.base, args.top))
+        print(to_table(ctx.base, opts.output.top))
         if recs is not None:
-            print(format_recommendations(recs, found, ctx.total_s, args.recommend_threshold / 100))
-    write_outputs(args, ctx, recs, found)
+            print(format_recommendations(recs, found, ctx.total_s, opts.reports.threshold))
+    write_outputs(opts, ctx, recs, found)
     return 0
 
 
-def context(args: argparse.Namespace, graph, dims, hw, framework: str | None = None, serve=None):
+def context(opts: Options, graph, dims, hw, framework: str | None = None, serve=None):
     """The recommenders' Context with its base estimated as the default mode does (the other modes that
     hand their graph over, --tp and --serve, pass the serving framework for the collectives' pricing and
     the Serving summary)."""
+    from dataclasses import replace
+
     from estimator.estimate import estimate
     from estimator.report.recommend import Context
 
-    ctx = Context(graph, hw, None, precision=args.precision, dims=dims, pipeline=pipeline_of(args, hw.family),
-                  tiling=not args.roofline, warm_inputs=args.warm_inputs, serve=serve, framework=framework)
-    ctx.base = estimate(graph, hw, precision=args.precision, dims=dims, pipeline=ctx.pipeline,
-                        strict=args.strict, verify_each=args.verify_each, tiling=ctx.tiling,
-                        warm_inputs=args.warm_inputs, framework=framework, after_pass=ctx.after_pass())
+    pricing = replace(opts.gpu.pricing, framework=framework)
+    ctx = Context(graph, hw, None, precision=pricing.precision, dims=dims, pipeline=pricing.pipeline,
+                  tiling=not pricing.roofline, warm_inputs=pricing.warm_inputs, serve=serve,
+                  framework=framework)
+    ctx.base = estimate(graph, hw, pricing, dims=dims, after_pass=ctx.after_pass())
     return ctx
 
 
-def recommendations(args: argparse.Namespace, ctx):
+def recommendations(opts: Options, ctx):
     """(shown, considered) under --recommend, else (None, None)."""
     from estimator.report.recommend import considered, shown
 
-    if not args.recommend:
+    if not opts.reports.recommend:
         return None, None
-    only = [n.strip() for n in args.recommend_only.split(",") if n.strip()] if args.recommend_only else None
+    only = list(opts.reports.recommend_only) if opts.reports.recommend_only is not None else None
     found = considered(ctx, only)
-    return shown(found, ctx.total_s, args.recommend_threshold / 100), found
+    return shown(found, ctx.total_s, opts.reports.threshold), found
 
 
 def add_json(doc: dict, recs, found) -> dict:
@@ -153,45 +149,42 @@ def add_json(doc: dict, recs, found) -> dict:
     return doc
 
 
-def write_outputs(args: argparse.Namespace, ctx, recs, found, gpus: int = 1, title: str | None = None,
+def write_outputs(opts: Options, ctx, recs, found, gpus: int = 1, title: str | None = None,
                   sweep: str | None = None) -> None:
     """--trace (one process per GPU of `gpus`), --roofline-plot, --breakdown-plot and --report."""
+    r = opts.reports
     result = ctx.base
-    if args.trace:
+    if r.trace:
         from estimator.report import trace
 
-        trace.write(result, args.trace, gpus)
-        print(f"trace written to {args.trace}", file=sys.stderr)
+        trace.write(result, r.trace, gpus)
+        print(f"trace written to {r.trace}", file=sys.stderr)
     from estimator.report import figures
     from estimator.study.plot import PlotError, save
 
-    for path, make, what in ((args.roofline_plot, figures.roofline, "roofline"),
-                             (args.breakdown_plot, figures.breakdown, "breakdown")):
+    for path, make, what in ((r.roofline_plot, figures.roofline, "roofline"),
+                             (r.breakdown_plot, figures.breakdown, "breakdown")):
         if path:
             try:
                 save(make(result), path)
             except PlotError as exc:  # its message names --plot
                 raise UserError(str(exc).replace("--plot", f"--{what}-plot", 1)) from None
             print(f"{what} written to {path}", file=sys.stderr)
-    if args.report:
-        write_report(args, ctx, recs, args.recommend_threshold / 100, found or (), title, sweep)
+    if r.report:
+        write_report(opts, ctx, recs, r.threshold, found or (), title, sweep)
 
 
-def title_of(args: argparse.Namespace) -> str:
-    return (args.model_name or os.path.basename(args.model_path or "") or getattr(args, "torch", None)
-            or "model")
-
-
-def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
-    """The sweep plot of estimator/study/plot.py as inline SVG (roofline-priced, as `--sweep --plot`)."""
-    if not getattr(args, "sweep", None):
+def sweep_svg(opts: Options, ctx) -> str | None:
+    """The sweep plot of estimator/study/plot.py as inline SVG (roofline-priced, as the report's sweep
+    section has always been)."""
+    if not opts.study.sweeps:
         return None
     from estimator.estimate import estimate
     from estimator.report.figures import to_svg
     from estimator.study.plot import make_figure, save
     from estimator.study.sweep import Sweeper, grid, parse_sweeps
 
-    sweeps = parse_sweeps(args.sweep)
+    sweeps = parse_sweeps(list(opts.study.sweeps))
     swept = {s.name for s in sweeps}
     unknown = swept - set(ctx.base.dims)
     if unknown:
@@ -200,21 +193,21 @@ def sweep_svg(args: argparse.Namespace, ctx) -> str | None:
     bound = {k: v for k, v in ctx.dims.items() if k not in swept}
     def build(extra):
         return estimate(ctx.graph, ctx.hw, precision=ctx.precision, dims={**bound, **extra},
-                        pipeline=ctx.pipeline, strict=args.strict)
+                        pipeline=ctx.pipeline, strict=opts.pricing.strict, roofline=True)
 
     sweeper = Sweeper(build)
     pts = sweeper.evaluate(grid(sweeps))
     pts.dims = {s.name: pts.dims[s.name] for s in sweeps}
     if len(sweeps[0].values) < 2:
         raise UsageError("--report with --sweep needs at least two values in the first --sweep")
-    fig = make_figure([(sweeper.compiled, pts)], sweeps[0].name, getattr(args, "plot_stack", None),
-                      f"{title_of(args)} | precision {pts.precision}")
-    if getattr(args, "plot", None):
-        save(fig, args.plot)
+    fig = make_figure([(sweeper.compiled, pts)], sweeps[0].name, opts.study.plot_stack,
+                      f"{opts.model.title} | precision {pts.precision}")
+    if opts.study.plot:
+        save(fig, opts.study.plot)
     return to_svg(fig)
 
 
-def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=(), title: str | None = None,
+def write_report(opts: Options, ctx, recs, threshold: float, found=(), title: str | None = None,
                  sweep: str | None = None, measured=None) -> None:
     """The HTML page. `sweep`: a sweep plot as SVG (else the --sweep of the model's dims, if any);
     `measured`: kernel name -> measured seconds per call (a joined profile)."""
@@ -228,14 +221,15 @@ def write_report(args: argparse.Namespace, ctx, recs, threshold: float, found=()
         from estimator.report.serving import summary
 
         serve = summary(ctx.serve)
-    page = html.render(ctx.base, title or f"{title_of(args)} on {ctx.hw.name}", recs, threshold, fusion,
-                       sweep if sweep is not None else sweep_svg(args, ctx), serve, measured, found)
+    page = html.render(ctx.base, title or f"{opts.model.title} on {ctx.hw.name}", recs, threshold, fusion,
+                       sweep if sweep is not None else sweep_svg(opts, ctx), serve, measured, found)
+    path = opts.reports.report
     try:
-        with open(args.report, "w", encoding="utf-8") as f:
+        with open(path, "w", encoding="utf-8") as f:
             f.write(page)
     except OSError as exc:
-        raise UserError(f"--report {args.report}: {exc.strerror or exc}") from None
-    print(f"report written to {args.report}", file=sys.stderr)
+        raise UserError(f"--report {path}: {exc.strerror or exc}") from None
+    print(f"report written to {path}", file=sys.stderr)
 
 
 def format_recommendations(recs, found, total_s: float, threshold: float) -> str:

@@ -17,7 +17,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from estimator.cli.main import UsageError, load_graph, parse_dims, pipeline_of
+from estimator.cli import report as report_mode
+from estimator.cli import serve_report
+from estimator.cli.load import load_graph
+from estimator.cli.options import Options, UsageError
 
 FRAMEWORKS = ("trtllm", "vllm", "sglang")
 
@@ -48,82 +51,61 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tps(text: str | None) -> list[int]:
-    if text is None:
-        return [1]
-    try:
-        tps = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise UsageError(f"--tp {text!r}: expected an integer or a comma list of integers") from None
-    if not tps or any(t < 1 for t in tps):
-        raise UsageError(f"--tp {text!r}: tensor-parallel sizes must be positive integers")
-    return tps
-
-
-def run(args: argparse.Namespace) -> int | None:
-    if not (args.tp or args.pp or args.memory or args.serve or args.kv_precision or args.framework):
+def run(opts: Options) -> int | None:
+    if not (opts.parallel.tp or opts.parallel.pp or opts.serving.asked):
         return None
-    tps = _tps(args.tp)
-    from estimator.cli import report as report_mode
-
-    args.report_wanted = report_mode.requested(args)  # --recommend/--report/--trace on this mode's step
-    if args.pp is not None and args.pp < 1:
-        raise UsageError(f"--pp {args.pp}: the number of stages must be a positive integer")
-    if args.serve or args.memory:
-        return _deploy(args, tps)
-    if args.kv_precision or args.framework:
+    tps = opts.parallel.tp or (1,)
+    reports = report_mode.requested(opts)  # --recommend/--report/--trace on this mode's step
+    if opts.parallel.pp is not None and opts.parallel.pp < 1:
+        raise UsageError(f"--pp {opts.parallel.pp}: the number of stages must be a positive integer")
+    if len(opts.gpus) > 1:
+        raise UsageError("--tp, --pp, --serve and --memory take one GPU in --arch (a comma list of GPUs "
+                         "is the sweep mode's)")
+    if opts.serving.workload or opts.serving.memory:
+        return _deploy(opts, tps, reports)
+    if opts.serving.kv_precision or opts.serving.framework:
         raise UsageError("--kv-precision and --framework need --serve or --memory")
     if len(tps) > 1:
         raise UsageError("a comma list in --tp needs --serve with --sweep concurrency=...")
-    return _sharded_table(args, tps[0])
+    return _sharded_table(opts, tps[0], reports)
 
 
-def _sharded_table(args: argparse.Namespace, tp: int) -> int:
+def _sharded_table(opts: Options, tp: int, reports: bool) -> int:
     """One GPU's graph under --tp (and --pp), priced and printed like a plain run."""
-    import hwdesc
+    from dataclasses import replace
+
+    from estimator.cli.hf import ep_decisions
     from estimator.estimate import estimate
     from estimator.report import fusion as fusion_report
     from estimator.report.table import to_json, to_table
-    from estimator.truth.host import resolve_arch
     from passes.shard_tp import shard_tp
 
-    hw = hwdesc.load(resolve_arch(args.arch))
-    graph, dims = load_graph(args, parse_dims(args.dim))
+    hw, pp = opts.hw, opts.parallel.pp
+    graph, dims = load_graph(opts.model, opts.dims, defaults=not opts.output.symbolic)
     sharded = shard_tp(graph, tp)
-    if args.report_wanted and args.pp and args.pp > 1:
+    if reports and pp and pp > 1:
         raise UsageError("--recommend/--report/--trace with --pp are not supported yet; use --tp alone")
-    from estimator.cli.hf import ep_decisions
-
     decisions = [*sharded.decisions, *ep_decisions(sharded.graph)]  # --expert-parallel's all-to-all
     stages = None
-    if args.pp and args.pp > 1:
+    if pp and pp > 1:
         from passes.split_pp import split_pp
 
-        stages = split_pp(sharded.graph, args.pp)
+        stages = split_pp(sharded.graph, pp)
         sharded_graph = stages.graph
     else:
         sharded_graph = sharded.graph
     ctx = recs = found = None
-    if args.report_wanted:
-        from estimator.cli import report as report_mode
-
-        ctx = report_mode.context(args, sharded_graph, dims, hw, framework="trtllm")
+    if reports:
+        ctx = report_mode.context(opts, sharded_graph, dims, hw, framework="trtllm")
         result = ctx.base
-        recs, found = report_mode.recommendations(args, ctx)
+        recs, found = report_mode.recommendations(opts, ctx)
     else:
-        result = estimate(
-            sharded_graph,
-            hw,
-            precision=args.precision,
-            dims=dims,
-            pipeline=pipeline_of(args, hw.family),
-            strict=args.strict,
-            tiling=not args.roofline,
-            framework="trtllm",
-        )
-    if args.json:
+        # NB: the plain --tp table has always been priced without --warm-inputs and --verify-each
+        pricing = replace(opts.gpu.pricing, framework="trtllm", warm_inputs=False, verify_each=False)
+        result = estimate(sharded_graph, hw, pricing, dims=dims)
+    if opts.output.json:
         out = to_json(result)
-        out["parallel"] = {"tp": tp, "pp": args.pp or 1, "ep": getattr(args, "expert_parallel", None) or 1,
+        out["parallel"] = {"tp": tp, "pp": pp or 1, "ep": opts.model.expert_parallel or 1,
                            "decisions": decisions}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
@@ -131,107 +113,76 @@ def _sharded_table(args: argparse.Namespace, tp: int) -> int:
             report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1))
     else:
-        print(to_table(result, args.top))
+        print(to_table(result, opts.output.top))
         if stages is not None:
             print(stages.report_text(result))
         if recs is not None:
-            threshold = args.recommend_threshold / 100
-            print(report_mode.format_recommendations(recs, found, ctx.total_s, threshold))
+            print(report_mode.format_recommendations(recs, found, ctx.total_s, opts.reports.threshold))
     if ctx is not None:
-        report_mode.write_outputs(args, ctx, recs, found, gpus=tp)
-    if args.explain:
+        report_mode.write_outputs(opts, ctx, recs, found, gpus=tp)
+    if opts.fusion.explain:
         print(fusion_report.explain(result))
         print(f"sharding decisions (--tp {tp}):")
         print("\n".join(f"  {d}" for d in decisions) or "  none (tp 1)")
     return 0
 
 
-def _options(args: argparse.Namespace, tp: int):
-    import hwdesc
-    from estimator.serve.frameworks import framework
-    from estimator.serve.steps import Options
-    from estimator.truth.host import resolve_arch
-
-    hw = hwdesc.load(resolve_arch(args.arch))
-    return Options(
-        hw,
-        tp,
-        args.precision,
-        args.kv_precision,
-        pipeline_of(args, hw.family),
-        framework(args.framework or "trtllm"),
-        tiling=not args.roofline,
-    )
-
-
-def _workload(args: argparse.Namespace):
-    from estimator.serve.serving import Workload, parse_workload
-
-    if args.serve:
-        return parse_workload(args.serve, args.batching)
-    return Workload(2048, 256, 1, args.batching)  # --memory alone: a default request shape
-
-
-def _deploy(args: argparse.Namespace, tps: list[int]) -> int:
+def _deploy(opts: Options, tps: tuple[int, ...], reports: bool) -> int:
     from estimator.serve.deploy import Deployment
+    from estimator.serve.serving import Workload
 
-    if not args.model_name:
+    s = opts.serving
+    if not opts.model.name:
         raise UsageError(
             "--serve and --memory need a bundled decoder model (--model NAME, see --list-models)"
         )
-    if args.pp and args.pp > 1:
+    if opts.parallel.pp and opts.parallel.pp > 1:
         raise UsageError("--pp with --serve or --memory is not supported yet; use --pp with a kernel table")
-    if args.report_wanted and not args.serve:
+    if reports and not s.workload:
         raise UsageError("--recommend/--report/--trace with --memory need --serve isl=I,osl=O,concurrency=C")
-    work = _workload(args)
-    sweep = _concurrency_sweep(args)
-    if sweep is not None and not args.report_wanted:
-        return _sweep(args, tps, work, sweep)
-    if sweep is not None and not args.report:
+    work = s.workload or Workload(2048, 256, 1, s.batching)  # --memory alone: a default request shape
+    sweep = s.concurrency
+    if sweep is not None and not reports:
+        return _sweep(opts, tps, work, sweep)
+    if sweep is not None and not opts.reports.report:
         raise UsageError("--sweep concurrency=... goes with --report (its Pareto plot is a section of the "
                          "page); --recommend/--trace alone take one --serve point")
     if len(tps) > 1 and sweep is None:
         raise UsageError("a comma list in --tp needs --sweep concurrency=...")
     tp = tps[0]  # with a sweep in the report: the --serve point on the first --tp
-    opts = _options(args, tp)
-    dep = Deployment.build(args.model_name, opts)
-    result = dep.serve(work) if args.serve else None
-    if sweep is not None:
-        from estimator.cli.serve_report import pareto_svg
-
-        args.pareto_svg = pareto_svg(args, tps, work, sweep, dep)
-    return _print_point(args, dep, work, result)
+    dep = Deployment.build(opts.model.name, opts.steps_options(tp))
+    result = dep.serve(work) if s.workload else None
+    pareto = serve_report.pareto_svg(opts, tps, work, sweep, dep) if sweep is not None else None
+    return _print_point(opts, dep, work, result, reports, pareto)
 
 
-def _print_point(args, dep, work, result) -> int:
+def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | None) -> int:
     from estimator.serve.deploy import smallest_fitting_tp
     from estimator.serve.summary import memory_text, serve_text
 
+    name, precision = opts.model.name, opts.precision
     mem, tp = dep.memory, dep.opts.tp
     fits = mem.fits(work.isl, work.osl)
     finding = None
     if not fits:
-        better = smallest_fitting_tp(args.model_name, dep.opts, work)
+        better = smallest_fitting_tp(name, dep.opts, work)
         finding = (
-            f"{args.model_name} does not fit on {tp} x {dep.opts.hw.name} at {args.precision or 'graph'} "
+            f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} "
             f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
             + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
         )
-    from estimator.cli import serve_report
-
-    rep = serve_report.context(args, dep, work, result) if args.report_wanted else None
+    rep = serve_report.context(opts, dep, work, result) if reports else None
     recs, found = (None, None)
     if rep is not None:
-        from estimator.cli import report as report_mode
-
-        recs, found = report_mode.recommendations(args, rep)
+        recs, found = report_mode.recommendations(opts, rep)
         table = rep.base
-    else:
-        table = _decode_table(args, dep, work, result) if result is not None and fits else None
-    if args.json:
+    else:  # the decode step the serving figures describe (the same Deployment.decode_step as the report)
+        table = (dep.decode_step(work, result, strict=opts.pricing.strict)
+                 if result is not None and fits else None)
+    if opts.output.json:
         from estimator.report.table import to_json
 
-        out = to_json(table) if table is not None else {"arch": dep.opts.hw.name, "precision": args.precision}
+        out = to_json(table) if table is not None else {"arch": dep.opts.hw.name, "precision": precision}
         out["memory"] = {
             **mem.to_json(),
             "fits": fits,
@@ -248,11 +199,11 @@ def _print_point(args, dep, work, result) -> int:
         if rep is not None:
             report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1, default=float))
-        serve_report.write_outputs(args, rep, recs, found, work, result)
+        serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
     title = (
-        f"serving {args.model_name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
-        f"{args.precision or 'graph'}, KV {args.kv_precision or args.precision or 'graph'}, "
+        f"serving {name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
+        f"{precision or 'graph'}, KV {opts.serving.kv_precision or precision or 'graph'}, "
         f"{dep.framework.display_name}"
     )
     if result is not None:
@@ -269,72 +220,39 @@ def _print_point(args, dep, work, result) -> int:
             f"decode step at batch {result.decode.batch}, past_seq {work.isl + work.osl // 2} "
             f"(one GPU of {tp}):"
         )
-        print(to_table(table, args.top))
+        print(to_table(table, opts.output.top))
     if recs is not None:
-        print(report_mode.format_recommendations(recs, found, rep.total_s, args.recommend_threshold / 100))
-    if args.explain:
+        print(report_mode.format_recommendations(recs, found, rep.total_s, opts.reports.threshold))
+    if opts.fusion.explain:
         print(f"sharding decisions (--tp {tp}):")
         print("\n".join(f"  {d}" for d in dep.steps.decisions) or "  none (tp 1)")
-    serve_report.write_outputs(args, rep, recs, found, work, result)
+    serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
     return 0
 
 
-def _decode_table(args, dep, work, result):
-    """The full (unfolded) sharded decode step at the served batch and mean context, for the table."""
-    from estimator.cli import serve_report
-    from estimator.estimate import estimate
-
-    fw = dep.framework
-    return estimate(
-        serve_report.decode_graph(args, dep),
-        dep.opts.hw,
-        precision=args.precision,
-        dims=serve_report.decode_dims(work, result),
-        pipeline=dep.opts.pipeline,
-        tiling=dep.opts.tiling,
-        framework=fw.name if fw.custom_allreduce else None,
-    )
-
-
-def _concurrency_sweep(args) -> list[int] | None:
-    specs = [s for s in args.sweep if s.startswith("concurrency=")]
-    if not specs:
-        if args.sweep:
-            raise UsageError("with --serve, sweep the concurrency: --sweep concurrency=1,2,4,...")
-        return None
-    if not args.serve:
-        raise UsageError("--sweep concurrency=... needs --serve isl=I,osl=O,concurrency=C")
-    try:
-        values = [int(v) for v in specs[0].partition("=")[2].split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"--sweep {specs[0]!r}: expected concurrency=1,2,4,...") from None
-    if not values or any(v < 1 for v in values):
-        raise UsageError(f"--sweep {specs[0]!r}: concurrencies must be positive integers")
-    args.sweep = [s for s in args.sweep if s not in specs]
-    return values
-
-
-def _sweep(args, tps: list[int], work, concurrencies: list[int]) -> int:
+def _sweep(opts: Options, tps: tuple[int, ...], work, concurrencies: tuple[int, ...]) -> int:
     from dataclasses import replace
 
     from estimator.serve.summary import plot_pareto, sweep_text
     from estimator.serve.sweep import sweep_deployments
 
-    if args.plot:
+    plot = opts.study.plot
+    if plot:
         from estimator.study.plot import check_path
 
-        check_path(args.plot)
+        check_path(plot)
     rows = sweep_deployments(
-        args.model_name,
-        [_options(args, tp) for tp in tps],
+        opts.model.name,
+        [opts.steps_options(tp) for tp in tps],
         [replace(work, concurrency=c) for c in concurrencies],
     )
-    if args.json:
+    if opts.output.json:
         print(json.dumps({"sweep": [{"tp": tp, **r.to_json()} for tp, r in rows]}, indent=1, default=float))
     else:
         print(sweep_text(rows))
-    if args.plot:
-        plot_pareto(rows, args.plot, f"{args.model_name} on {args.arch}, isl {work.isl}, osl {work.osl}")
-        if not args.json:
-            print(f"wrote {args.plot}")
+    if plot:
+        name = opts.model.name
+        plot_pareto(rows, plot, f"{name} on {opts.gpu.arch}, isl {work.isl}, osl {work.osl}")
+        if not opts.output.json:
+            print(f"wrote {plot}")
     return 0

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Mapping, Sequence
 
-from estimator.cli.main import UsageError, load_graph, parse_dims, pipeline_of
+from estimator.cli.load import load_graph
+from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
 
 
@@ -36,42 +36,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="add panels with the estimate's shares stacked by op kind or limiter")
 
 
-def _archs(text: str) -> list[str]:
-    archs = [a.strip() for a in text.split(",")]
-    if any(not a for a in archs):
-        raise UsageError(f"--arch {text!r}: empty name in the comma list")
-    if len(set(archs)) < len(archs):
-        raise UsageError(f"--arch {text!r}: a GPU is listed twice")
-    return archs
-
-
-def run(args: argparse.Namespace) -> int | None:
-    archs = _archs(args.arch)
-    if not (args.sweep or args.crossover or len(archs) > 1):
-        for flag, value in (("--csv", args.csv), ("--plot", args.plot), ("--plot-stack", args.plot_stack)):
+def run(opts: Options) -> int | None:
+    st = opts.study
+    if not (st.sweeps or st.crossover or len(opts.gpus) > 1):
+        for flag, value in (("--csv", st.csv), ("--plot", st.plot), ("--plot-stack", st.plot_stack)):
             if value:
                 raise UsageError(f"{flag} needs --sweep, e.g. --sweep seq=128:32768:x2")
         return None
-    return _run(args, archs)
+    return _run(opts)
 
 
-def _check_flags(args: argparse.Namespace, sweeps) -> None:
-    if args.plot_stack and not args.plot:
+def _check_flags(opts: Options, sweeps) -> None:
+    st = opts.study
+    if st.plot_stack and not st.plot:
         raise UsageError("--plot-stack needs --plot FILE")
-    if args.plot:
+    if st.plot:
         from estimator.study.plot import check_path
 
-        check_path(args.plot)
+        check_path(st.plot)
         if not sweeps or len(sweeps[0].values) < 2:
             raise UsageError("--plot needs a --sweep with at least two values "
                              "(its first --sweep is the x axis)")
-    if args.csv and not sweeps:
+    if st.csv and not sweeps:
         raise UsageError("--csv needs --sweep")
-    if args.csv == "-" and args.json:
+    if st.csv == "-" and opts.output.json:
         raise UsageError("--csv - and --json both write to stdout; give --csv a file name")
 
 
-def _plan(args, graph, values: Mapping[str, int], explicit: Mapping[str, int], sweeps):
+def _plan(opts: Options, graph, values: Mapping[str, int], explicit: Mapping[str, int], sweeps):
     """(dims to bind at build time, dims to solve crossovers in) after checking every dim is covered."""
     free = sorted(s.name for s in graph.free_symbols())
     have = ", ".join(free) or "none (all dims are static)"
@@ -84,7 +76,7 @@ def _plan(args, graph, values: Mapping[str, int], explicit: Mapping[str, int], s
     if sweeps:
         bound = {k: v for k, v in values.items() if k in free and k not in swept}
         solve = swept
-    elif args.crossover or args.symbolic:
+    elif opts.study.crossover or opts.output.symbolic:
         bound = {k: v for k, v in explicit.items() if k in free}
         solve = [d for d in free if d not in bound]
     else:
@@ -115,42 +107,33 @@ def _fixed_for(x: str, solve: Sequence[str], values: Mapping[str, int], sweeps) 
     return fixed
 
 
-def _run(args: argparse.Namespace, archs: list[str]) -> int:
-    import hwdesc
+def _run(opts: Options) -> int:
     from estimator.estimate import estimate
     from estimator.report.table import to_symbolic
     from estimator.study.crossover import crossovers, format_crossovers
     from estimator.study.crossover_points import point_crossovers
     from estimator.study.sweep import Sweeper, parse_sweeps
 
-    sweeps = parse_sweeps(args.sweep)
-    _check_flags(args, sweeps)
-    explicit = parse_dims(args.dim)
+    sweeps = parse_sweeps(list(opts.study.sweeps))
+    _check_flags(opts, sweeps)
+    explicit = dict(opts.dims)
     # Defaults of a bundled model are the fixed values of dims that are not swept or solved along.
-    graph, values = load_graph(argparse.Namespace(**{**vars(args), "symbolic": False}), explicit)
-    bound, solve = _plan(args, graph, values, explicit, sweeps)
-    pipeline_of(args)  # --pipeline, or --fusion's strategy: checked once (per GPU family in build)
-
-    from estimator.truth.host import resolve_arch
+    graph, values = load_graph(opts.model, explicit, defaults=True)
+    bound, solve = _plan(opts, graph, values, explicit, sweeps)
 
     builds = []
-    for arch in archs:
-        hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
-
-        def build(extra, hw=hw):
+    for gpu in opts.gpus:
+        def build(extra, gpu=gpu):
             # The tile model, as --dim prices: sweep points are priced per point by it
             # (estimator/pricing/points.py); --roofline turns it off here too.
-            return estimate(graph, hw, precision=args.precision, dims={**bound, **extra},
-                            pipeline=pipeline_of(args, hw.family), strict=args.strict,
-                            tiling=not getattr(args, "roofline", False),
-                            warm_inputs=getattr(args, "warm_inputs", False))
+            return estimate(graph, gpu.hw, gpu.pricing, dims={**bound, **extra})
 
         sweeper = Sweeper(build)
         builds.append((sweeper.result, sweeper))
 
     text: list[str] = []
     doc: dict = {}
-    if args.symbolic:
+    if opts.output.symbolic:
         from estimator.study.closed_form import closed_form
 
         ranges = {s.name: (min(s.values), max(s.values)) for s in sweeps}
@@ -158,9 +141,9 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
             cf = closed_form(result, ranges)
             text.append("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]) + "\n")
     found = []
-    if args.crossover and not solve:
+    if opts.study.crossover and not solve:
         text.append("# --crossover: every dim is bound (--dim), so there is no dim to solve along")
-    if args.crossover:
+    if opts.study.crossover:
         for result, sweeper in builds:
             for x in solve:
                 fixed = _fixed_for(x, solve, values, sweeps)
@@ -176,50 +159,50 @@ def _run(args: argparse.Namespace, archs: list[str]) -> int:
                 text += format_crossovers(cs, header) + [""]
         doc["crossovers"] = [c.to_json() for c in found]
     runs = []
-    if sweeps or not (args.symbolic or args.crossover):
-        runs = _sweep_outputs(args, builds, sweeps, text, doc)
-    if args.json:
+    if sweeps or not (opts.output.symbolic or opts.study.crossover):
+        runs = _sweep_outputs(opts, builds, sweeps, text, doc)
+    if opts.output.json:
         print(json.dumps(doc, indent=1))
     elif text:
         print("\n".join(text).rstrip())
-    if args.plot:
-        _plot(args, builds, runs, sweeps)
+    if opts.study.plot:
+        _plot(opts, builds, runs, sweeps)
     return 0
 
 
-def _sweep_outputs(args, builds, sweeps, text: list[str], doc: dict):
+def _sweep_outputs(opts: Options, builds, sweeps, text: list[str], doc: dict):
     from estimator.study.sweep import format_table, grid, to_csv, to_json
 
     points = grid(sweeps)
     runs = [sweeper.evaluate(points) for _, sweeper in builds]
     for p in runs:  # columns in the order the sweeps were given
         p.dims = {s.name: p.dims[s.name] for s in sweeps}
-    if args.json:
+    csv = opts.study.csv
+    if opts.output.json:
         doc.update(to_json(runs, sweeps))
-    elif not args.symbolic and args.csv != "-":  # with --csv -, stdout is the CSV alone
+    elif not opts.output.symbolic and csv != "-":  # with --csv -, stdout is the CSV alone
         text.insert(0, format_table(runs) + "\n")
-    if args.csv:
+    if csv:
         body = to_csv(runs)
-        if args.csv == "-":
+        if csv == "-":
             sys.stdout.write(body)
         else:
             try:
-                with open(args.csv, "w", encoding="utf-8") as f:
+                with open(csv, "w", encoding="utf-8") as f:
                     f.write(body)
             except OSError as exc:
-                raise UserError(f"--csv {args.csv}: {exc.strerror or exc}") from None
+                raise UserError(f"--csv {csv}: {exc.strerror or exc}") from None
     return runs
 
 
-def _plot(args, builds, runs, sweeps) -> None:
+def _plot(opts: Options, builds, runs, sweeps) -> None:
     from estimator.study.plot import make_figure, save
 
     first = runs[0]
-    model = (args.model_name or os.path.basename(args.model_path or "") or getattr(args, "torch", None)
-             or "model")
+    model = opts.model.title
     fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items())
     title = f"{model} | precision {first.precision}" + (f" | {fixed}" if fixed else "")
     fig = make_figure([(s.compiled, p) for (_, s), p in zip(builds, runs, strict=True)], sweeps[0].name,
-                      args.plot_stack, title)
-    save(fig, args.plot)
-    print(f"plot written to {args.plot}", file=sys.stderr)
+                      opts.study.plot_stack, title)
+    save(fig, opts.study.plot)
+    print(f"plot written to {opts.study.plot}", file=sys.stderr)

@@ -103,7 +103,7 @@ def run(argv: list[str]) -> int:
         from estimator.calibration import validate_kernels as vk
 
         tables = _names(args.tables) if args.what == "kernels" else ("nccl", "allreduce")
-        return vk.run(vk.KernelCheck(args.data, tables, args.arch, getattr(args, "warm_inputs", False),
+        return vk.run(vk.KernelCheck(args.data, tables, args.arch, vars(args).get("warm_inputs", False),
                                      args.sample, args.seed, args.json, args.markdown))
     if args.what == "serving":
         from estimator.calibration import validate_serving as vs

@@ -119,7 +119,7 @@ def tile_quantization(ctx: Context) -> list[Recommendation]:
             continue
 
         def time_of(m_: int, n_: int, spec=spec) -> float:
-            r = estimate(gemm_graph(spec, m_, n_), ctx.hw, pipeline="canonicalize", tiling=ctx.tiling)
+            r = estimate(gemm_graph(spec, m_, n_), ctx.hw, pipeline="canonicalize", roofline=not ctx.tiling)
             return seconds(r.totals["estimate_s"])
 
         t0 = time_of(m, n)

@@ -112,13 +112,13 @@ class Context:
         """estimate() with the base's options, `changes` applied (precision, dims, pipeline...). Results
         are memoised: the fusion recommenders and the report's fusion table share one estimate each."""
         opts = {"precision": self.precision, "dims": dict(self.dims), "pipeline": self.pipeline,
-                "tiling": self.tiling, "warm_inputs": self.warm_inputs, "framework": self.framework,
+                "roofline": not self.tiling, "warm_inputs": self.warm_inputs, "framework": self.framework,
                 **changes}
         hw = hw or self.hw
         same = graph is None and opts["precision"] == self.precision and opts["dims"] == dict(self.dims)
         graph = graph or self.graph
         key = (id(graph), hw.name, opts["precision"], tuple(sorted(opts["dims"].items())), opts["pipeline"],
-               opts["tiling"], opts["warm_inputs"], opts["framework"])
+               opts["roofline"], opts["warm_inputs"], opts["framework"])
         if key not in self._memo:
             self._memo[key] = self._from_prefix(hw, opts) if same else estimate(graph, hw, **opts)
         return self._memo[key]
@@ -133,7 +133,7 @@ class Context:
         for k in range(done, len(names)):
             graph = Pipeline(names[k:k + 1]).run(graph)
             self._after[names[:k + 1]] = graph
-        result = estimate(graph, hw, pipeline="", tiling=opts["tiling"], warm_inputs=opts["warm_inputs"],
+        result = estimate(graph, hw, pipeline="", roofline=opts["roofline"], warm_inputs=opts["warm_inputs"],
                           framework=opts["framework"])
         result.pipeline = str(Pipeline(names))
         result.fusion = next((n for n, p in STRATEGIES.items() if Pipeline.parse(p).names == names), "custom")

@@ -8,6 +8,7 @@ first whose memory plan holds one sequence.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -48,6 +49,41 @@ class Deployment:
         """`serve` of every workload, their steps priced first in one pass."""
         self.prefetch(works)
         return [self.serve(w) for w in works]
+
+    @functools.cached_property
+    def decode_graph(self):
+        """One GPU's sharded decode graph of the whole model (dims free): the steps' decode graph unfolded,
+        from the same imported graph and the same sharding (estimator/serve/steps.py)."""
+        from estimator.serve.steps import bundled_config, imported
+        from passes.shard_tp import shard_tp
+
+        base = self.model.removesuffix("-decode")
+        return shard_tp(imported(base, bundled_config(base)[2])[0], self.opts.tp).graph
+
+    @property
+    def pricing(self):
+        """The EstimateOptions of this deployment's kernels (its precision, pipeline, tile model or
+        roofline, and the framework's collectives)."""
+        from estimator.estimate import EstimateOptions
+
+        fw = self.framework
+        return EstimateOptions(precision=self.opts.precision, pipeline=self.opts.pipeline,
+                               roofline=not self.opts.tiling,
+                               framework=fw.name if fw.custom_allreduce else None)
+
+    def decode_step(self, work: Workload, result: ServeResult, after_pass=None, **checks):
+        """The decode step `result` served (its batch, padded to its CUDA graph, at the mean context isl
+        + osl / 2) on `decode_graph`, priced with the deployment's options (`checks`: strict,
+        verify_each): the per-kernel table under the serving summary and the base of its report."""
+        from estimator.estimate import estimate
+
+        return estimate(self.decode_graph, self.opts.hw, self.pricing, dims=decode_dims(work, result),
+                        after_pass=after_pass, **checks)
+
+
+def decode_dims(work: Workload, result: ServeResult) -> dict[str, int]:
+    """The served decode batch (padded to its CUDA graph) and the mean context isl + osl / 2."""
+    return {"batch": result.decode.batch, "past_seq": work.isl + work.osl // 2}
 
 
 def smallest_fitting_tp(model: str, opts: Options, work: Workload) -> int | None:

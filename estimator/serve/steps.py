@@ -223,7 +223,8 @@ def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoint
 
 
 def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:
-    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline, tiling=opts.tiling,
+    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline,
+                    roofline=not opts.tiling,
                     framework=opts.framework.name if opts.framework.custom_allreduce else None)
 
 

@@ -354,5 +354,5 @@ def validate_model(model: onnx.ModelProto, hw, dims: Mapping[str, int], *, graph
         raise ValidateError(f"--fusion {fusion}: no onnxruntime join for it (known: {', '.join(JOIN_PLANS)})")
     name_nodes(model)
     result = estimate(graph if graph is not None else import_model(model), hw, dims=dims,
-                      pipeline=pipeline_for(fusion, getattr(hw, "family", None)))
+                      pipeline=pipeline_for(fusion, getattr(hw, "family", None)), roofline=True)
     return validate(result, model, fusion=fusion, **kw)

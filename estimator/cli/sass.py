@@ -1,9 +1,11 @@
-"""`estimate sass FILE [--arch A] [--kernel NAME] [--block THREADS] [--dynamic-smem BYTES] [--json]`."""
+"""`estimate sass FILE [--arch A] [--kernel NAME] [--block THREADS] [--dynamic-smem BYTES] [--json]`: the
+command line of the compiled-kernel analysis (estimator/sass/), read once into a frozen SassOptions."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 
 from estimator.errors import UserError
 
@@ -43,31 +45,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@dataclass(frozen=True)
+class SassOptions:
+    file: str
+    arch: str | None = None
+    kernel: str | None = None
+    block: int | None = None
+    dynamic_smem: int | None = None
+    tmem_cols: int | None = None
+    nvcc_args: tuple[str, ...] = ()
+    triton: object = None  # estimator.sass.triton_src.TritonSpec for a Triton source
+    json: bool = False
+
+
+def from_args(a: argparse.Namespace) -> SassOptions:
+    if a.block is not None and not 1 <= a.block <= 1024:
+        raise UserError(f"--block must be 1..1024 threads, got {a.block}")
+    if a.tmem_cols is not None and a.tmem_cols not in (32, 64, 128, 256, 512):
+        raise UserError(f"--tmem-cols must be a power of 2 in 32..512, got {a.tmem_cols}")
+    triton = None
+    if a.triton_kernel:
+        from estimator.sass.triton_src import TritonSpec, parse_args
+
+        triton = TritonSpec(a.triton_kernel, parse_args(a.triton_arg), a.num_warps, a.num_stages)
+    elif a.triton_arg:
+        raise UserError("--triton-arg needs --triton-kernel NAME")
+    return SassOptions(a.file, a.arch, a.kernel, a.block, a.dynamic_smem, a.tmem_cols, tuple(a.nvcc_arg),
+                       triton, a.json)
+
+
 def run(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    opts = from_args(build_parser().parse_args(argv))
     from estimator.sass.analyse import analyse_file
     from estimator.sass.report import to_text
 
-    if args.block is not None and not 1 <= args.block <= 1024:
-        raise UserError(f"--block must be 1..1024 threads, got {args.block}")
-    if args.tmem_cols is not None and args.tmem_cols not in (32, 64, 128, 256, 512):
-        raise UserError(f"--tmem-cols must be a power of 2 in 32..512, got {args.tmem_cols}")
-    triton = None
-    if args.triton_kernel:
-        from estimator.sass.triton_src import TritonSpec, parse_args
-
-        triton = TritonSpec(args.triton_kernel, parse_args(args.triton_arg), args.num_warps, args.num_stages)
-    elif args.triton_arg:
-        raise UserError("--triton-arg needs --triton-kernel NAME")
     result = analyse_file(
-        args.file,
-        args.arch,
-        kernel=args.kernel,
-        block=args.block,
-        dynamic_smem=args.dynamic_smem,
-        tmem_columns=args.tmem_cols,
-        nvcc_args=tuple(args.nvcc_arg),
-        triton=triton,
+        opts.file,
+        opts.arch,
+        kernel=opts.kernel,
+        block=opts.block,
+        dynamic_smem=opts.dynamic_smem,
+        tmem_columns=opts.tmem_cols,
+        nvcc_args=opts.nvcc_args,
+        triton=opts.triton,
     )
-    print(json.dumps(result, indent=1) if args.json else to_text(result))
+    print(json.dumps(result, indent=1) if opts.json else to_text(result))
     return 0

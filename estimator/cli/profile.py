@@ -3,14 +3,20 @@
 Reads a measured profile (any format of estimator/profile/load.py), prices every kernel against the
 GPU's peaks (the GPU the profile names, else --arch) and, with --model, joins it to the estimate of that
 model at the bound dims and prints measured vs bound vs estimate through validate_report (the report of
-`--validate`).
+`--validate`). The command line is read once into a frozen ProfileOptions; the readers, the analysis and
+the join live in estimator/profile/.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from estimator.cli.options import parse_dims
 from estimator.errors import UserError
 
 
@@ -54,6 +60,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@dataclass(frozen=True)
+class ProfileOptions:
+    """`estimate profile`'s command line: the profile FILE, the model to join (--model, --dim), the GPU
+    (--arch, resolved: the descriptor path or SKU), the estimate's fusion and pricing, the outputs."""
+
+    file: str
+    model: str | None = None
+    dims: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    arch: str | None = None
+    fusion: str = "none"
+    roofline: bool = False
+    json: bool = False
+    top: int = 15
+    recommend: bool = False
+    recommend_threshold: float = 2.0
+    report: str | None = None
+
+
+def from_args(a: argparse.Namespace) -> ProfileOptions:
+    if a.top < 1:
+        raise ProfileUsageError("--top must be at least 1")
+    if a.dim and not a.model:
+        raise ProfileUsageError("--dim binds the dims of --model; give --model too")
+    arch = None
+    if a.arch:
+        from estimator.truth.host import (
+            resolve_arch,  # "host": this machine's descriptor (imports onnxruntime)
+        )
+
+        arch = resolve_arch(a.arch)
+    return ProfileOptions(a.file, a.model, MappingProxyType(parse_dims(a.dim)), arch, a.fusion, a.roofline,
+                          a.json, a.top, a.recommend, a.recommend_threshold, a.report)
+
+
 def _model(spec: str, dims: dict[str, int]):
     """(onnx proto with the frontend's node names, IR graph, dims to bind) for a path or a bundled name."""
     import models
@@ -76,16 +116,17 @@ def _model(spec: str, dims: dict[str, int]):
     return proto, import_model(proto), dims
 
 
-def _estimate(args, profile, arch: str | None):
+def _estimate(opts: ProfileOptions, profile):
+    """(the estimate of --model on the profile's GPU, the onnx proto, the IR graph, the dims bound)."""
     import hwdesc
-    from estimator.cli.main import parse_dims
     from estimator.estimate import estimate
     from estimator.profile.gpu import resolve
     from passes import STRATEGIES, pipeline_for
 
-    if args.fusion not in STRATEGIES:
-        raise ProfileUsageError(f"--fusion {args.fusion}: choose from {', '.join(STRATEGIES)}")
-    proto, graph, dims = _model(args.model, parse_dims(args.dim))
+    if opts.fusion not in STRATEGIES:
+        raise ProfileUsageError(f"--fusion {opts.fusion}: choose from {', '.join(STRATEGIES)}")
+    proto, graph, dims = _model(opts.model, dict(opts.dims))
+    arch = opts.arch
     hw = resolve(profile.gpu, arch)[0] if not profile.host else (hwdesc.load(arch) if arch else None)
     if hw is None:
         raise ProfileUsageError(
@@ -96,14 +137,13 @@ def _estimate(args, profile, arch: str | None):
         graph,
         hw,
         dims=dims,
-        pipeline=pipeline_for(args.fusion, hw.family),
-        tiling=not args.roofline and not profile.host,
+        pipeline=pipeline_for(opts.fusion, hw.family),
+        roofline=opts.roofline or profile.host,
     )
     if result.symbolic:
         free = ", ".join(k for k, v in result.dims.items() if v is None)
         raise ProfileUsageError(f"the join needs every dim bound; free: {free} (give --dim NAME=VALUE)")
-    args.joined_model = (graph, dims)  # for the recommenders' Context (--recommend, --report)
-    return result, proto
+    return result, proto, graph, dims
 
 
 def run(argv: list[str]) -> int:
@@ -111,42 +151,32 @@ def run(argv: list[str]) -> int:
     from estimator.profile.analysis import analyse
     from estimator.profile.load import load
 
-    args = build_parser().parse_args(argv)
-    if args.top < 1:
-        raise ProfileUsageError("--top must be at least 1")
-    if args.dim and not args.model:
-        raise ProfileUsageError("--dim binds the dims of --model; give --model too")
-    arch = None
-    if args.arch:
-        from estimator.truth.host import (
-            resolve_arch,  # "host": this machine's descriptor (imports onnxruntime)
-        )
-
-        arch = resolve_arch(args.arch)
-    profile = load(args.file)
-    result = proto = None
-    if args.model:
-        result, proto = _estimate(args, profile, arch)
-    a = analyse(profile, arch, result, proto)
+    opts = from_args(build_parser().parse_args(argv))
+    profile = load(opts.file)
+    result = proto = joined = None
+    if opts.model:
+        result, proto, graph, dims = _estimate(opts, profile)
+        joined = (graph, dims)  # for the recommenders' Context (--recommend, --report)
+    a = analyse(profile, opts.arch, result, proto)
     recs = found = None
-    if args.recommend or args.report:
-        recs, found, measured_s = _findings(args, a, result)
-    if args.json:
-        doc = report.to_json(a, args.top)
-        if args.recommend:
+    if opts.recommend or opts.report:
+        recs, found, measured_s = _findings(opts, a, result, joined)
+    if opts.json:
+        doc = report.to_json(a, opts.top)
+        if opts.recommend:
             doc["recommendations"] = [r.to_json() for r in recs]
             doc["whatifs"] = [r.to_json() for r in found]
         print(json.dumps(doc, indent=1))
     else:
-        print(report.to_table(a, args.top))
-        if args.recommend:
+        print(report.to_table(a, opts.top))
+        if opts.recommend:
             from estimator.cli.report import format_recommendations
 
-            print(format_recommendations(recs, found, measured_s, args.recommend_threshold / 100))
+            print(format_recommendations(recs, found, measured_s, opts.recommend_threshold / 100))
     return 0
 
 
-def _findings(args, a, result):
+def _findings(opts: ProfileOptions, a, result, joined):
     """(shown, considered, measured seconds of the joined kernels) of the "profile" recommender on the
     joined kernels; writes --report."""
     from estimator.report import measured
@@ -155,21 +185,19 @@ def _findings(args, a, result):
 
     if result is None:
         raise ProfileUsageError("--recommend and --report compare with an estimate: give --model too")
-    if args.recommend_threshold < 0:
-        raise ProfileUsageError(f"--recommend-threshold {args.recommend_threshold:g}: must be >= 0")
-    graph, dims = args.joined_model
-    ctx = Context(graph, result.hw, result, dims=dims, pipeline=pipeline_for(args.fusion),
+    if opts.recommend_threshold < 0:
+        raise ProfileUsageError(f"--recommend-threshold {opts.recommend_threshold:g}: must be >= 0")
+    graph, dims = joined
+    ctx = Context(graph, result.hw, result, dims=dims, pipeline=pipeline_for(opts.fusion),
                   tiling=result.tiling, profile=measured.by_kernel(a, result))
     found = considered(ctx, ["profile"])
-    threshold = args.recommend_threshold / 100
+    threshold = opts.recommend_threshold / 100
     recs = shown(found, ctx.total_s, threshold)
-    if args.report:
-        if not args.report.lower().endswith((".html", ".htm")):
-            raise ProfileUsageError(f"--report {args.report}: use a file name ending in .html")
-        title = f"{args.model} on {result.hw.name}, measured: {args.file}"
-        measured.write_html(args.report, ctx, title, recs if args.recommend else None, threshold, found,
+    if opts.report:
+        if not opts.report.lower().endswith((".html", ".htm")):
+            raise ProfileUsageError(f"--report {opts.report}: use a file name ending in .html")
+        title = f"{opts.model} on {result.hw.name}, measured: {opts.file}"
+        measured.write_html(opts.report, ctx, title, recs if opts.recommend else None, threshold, found,
                             ctx.profile)
-        import sys
-
-        print(f"report written to {args.report}", file=sys.stderr)
+        print(f"report written to {opts.report}", file=sys.stderr)
     return recs, found, sum(m["measured_s"] for m in ctx.profile.values())
