@@ -14,26 +14,11 @@ the menu tile's own shared-memory fit still applies.
 
 from __future__ import annotations
 
-import fnmatch
-from dataclasses import dataclass
-from pathlib import Path
-
 from estimator.errors import UserError
+from estimator.pricing.compiled import SassPlan, for_kernel  # noqa: F401 - the seam's record, kept below sass
+from estimator.pricing.compiled import matches as _matches
 
 _FAST_PATH = {90: "wgmma", 100: "tcgen05", 103: "tcgen05"}
-
-
-@dataclass(frozen=True)
-class SassPlan:
-    file: str
-    kernel: str
-    ctas_per_sm: int
-    peak_flops_per_s: float | None  # None: the SASS names no dtype the descriptor prices; keep the menu's
-    path: str  # "HMMA.16816.F32.BF16 (mma.sync)" or "no tensor core"
-
-    @property
-    def label(self) -> str:
-        return f"{Path(self.file).name}#{self.kernel}"
 
 
 def path_peak(tensor: dict, target) -> float | None:
@@ -79,17 +64,6 @@ def parse_kernel_sass(values: list[str], hw) -> dict[str, SassPlan]:
                             f"({names}); pick one with {node}={file}#KERNEL")
         out[node] = from_report(result["kernels"][0], target, file)
     return out
-
-
-def _matches(name: str, pattern: str) -> bool:
-    return name == pattern or (any(c in pattern for c in "*?[") and fnmatch.fnmatchcase(name, pattern))
-
-
-def for_kernel(kernel, plans: dict[str, SassPlan] | None) -> SassPlan | None:
-    """The SassPlan whose NODE (a name or an fnmatch pattern) matches a node of a graph kernel."""
-    if not plans:
-        return None
-    return next((plan for n in kernel.nodes for pat, plan in plans.items() if _matches(n.name, pat)), None)
 
 
 def check_priced(kernels, plans: dict[str, SassPlan], tiling: bool, tile_plans: list | None = None) -> None:
