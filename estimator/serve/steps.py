@@ -33,18 +33,20 @@ from functools import partial
 
 import numpy as np
 
+import models
+from estimator.errors import UserError
 from estimator.estimate import lowered_graph, weight_bytes
 from estimator.frontends.onnx_import import import_model
-from estimator.ir import Graph, dim
+from estimator.ir import Graph
+from estimator.precision import apply_precision, check_precision
 from estimator.serve.frameworks import Framework
-from estimator.serve.liveness import Liveness, liveness
+from estimator.serve.liveness import Liveness, cache_tensors, liveness
 from estimator.serve.memory import kv_bytes_per_token
 from estimator.serve.step_points import StepPoints
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
 from passes.shard_tp import shard_tp
 
-BATCH, SEQ, PAST = dim("batch"), dim("seq"), dim("past_seq")
 CONTEXT_KINDS = ("attention", "movement")  # decode kernels whose time grows with the context
 
 
@@ -137,15 +139,10 @@ class Steps:
 
 def _retyped(graph: Graph, opts: Options) -> Graph:
     """`graph` at the deployed precision, its KV cache (past inputs, presents) at --kv-precision."""
-    from dataclasses import replace as _replace
-
-    from estimator.precision import apply_precision, check_precision
-    from estimator.serve.liveness import cache_tensors
-
     g = apply_precision(graph, opts.precision, opts.hw) if opts.precision else graph
     if opts.kv_precision:
         kv = check_precision(opts.kv_precision, opts.hw)
-        g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
+        g = g.with_tensors({n: replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
     return g
 
 
@@ -171,8 +168,6 @@ def sharded_variant(decode: Graph, prefill: Graph, tp: int, weight: int = 1) -> 
 
 def bundled_config(name: str):
     """(family build function, config, layer count) of a bundled decoder model, or None."""
-    import models
-
     base = name.removesuffix("-decode")
     builder = models._BUILDERS.get(base)  # noqa: SLF001  (the registry's builders are partials)
     if not isinstance(builder, partial) or len(builder.args) != 3 \
@@ -209,13 +204,9 @@ def fold_depths(cfg, layers: int, max_period: int = 4) -> list[tuple[int, int]]:
 
 def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
     """Steps of a bundled decoder model (prefill and decode graphs built here)."""
-    import models
-
     base = name.removesuffix("-decode")
     found = bundled_config(base)
     if found is None or f"{base}-decode" not in models.MODELS:
-        from estimator.errors import UserError
-
         raise UserError(f"--serve needs a bundled decoder model with a -decode variant, not {name!r}")
     layers = found[2]
     depths = fold_depths(found[1], layers) if fold_layers else [(layers, 1)]
