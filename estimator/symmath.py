@@ -1,8 +1,13 @@
 """Arithmetic that works the same on python numbers, numpy arrays and sympy expressions.
 
-The tile model is written once against these few functions and evaluated three ways: on numbers (one
-bound kernel), on numpy arrays (tools/calibrate.py prices thousands of measured shapes at once) and on
-sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)` in its formula).
+The pricing core (estimator/pricing/: the tile model, the plans, `price`) is written once against these
+few functions and evaluated three ways: on numbers (one bound kernel), on numpy arrays of points (a
+sweep's or a serving step's points, estimator/pricing/points.py; tools/calibrate.py's measured shapes)
+and on sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)` in its
+formula). The operations: `ceil`, `floor`, `ceil_div`, `floor_div`, `maximum` / `minimum` (the tile
+model's: sympy numbers run as floats), `where`, `max_of` / `lift` (the composition's: a sympy input
+stays sympy) and the tile choice, `argmin` over a menu's candidates with `pick` (one candidate on
+numbers, each point's own on arrays).
 """
 
 from __future__ import annotations

@@ -83,11 +83,13 @@ def _subst(obj: Any, lam: Lambdas, values: Mapping[str, np.ndarray], n: int) -> 
 
 
 class KernelPricer:
-    """Prices one kernel of a lowered graph at arrays of its free dims, through the pricing core."""
+    """Prices one kernel of a lowered graph at arrays of its free dims, through the pricing core
+    (`tiling=False`: no plans, the kernel is priced by `price` alone)."""
 
-    def __init__(self, graph: Graph, kernel, hw: HardwareDescriptor, lam: Lambdas) -> None:
+    def __init__(self, graph: Graph, kernel, hw: HardwareDescriptor, lam: Lambdas,
+                 tiling: bool = True) -> None:
         self.graph, self.kernel, self.hw, self.lam = graph, kernel, hw, lam
-        self.menu = menu_for(hw.family)
+        self.menu = menu_for(hw.family) if tiling else None
         self.hwp = tp.hw_params(hw) if self.menu is not None else None
         self.unit = tp._mma_unit(kernel.work)
         tiled = self.unit is not None and self.menu is not None

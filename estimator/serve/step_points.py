@@ -121,8 +121,9 @@ class StepPoints:
                     continue
                 used = _symbols(key, set()) | _symbols(tuple(k.work.flops.values()), set())
                 used |= _symbols((k.work.dram_bytes, k.work.comm.nbytes if k.work.comm else None), set())
-                units[key] = _Unit(key, g, k, float(weight), tuple(d for d in free if d in used),
-                                   KernelPricer(g, k, self.hw, lam), k.kind in self.context_kinds)
+                pricer = KernelPricer(g, k, self.hw, lam, self.tiling)
+                units[key] = _Unit(key, g, k, float(weight), tuple(d for d in free if d in used), pricer,
+                                   k.kind in self.context_kinds)
         self._builds[ones] = hit = _Build(free, lam, list(units.values()), kernels)
         return hit
 
