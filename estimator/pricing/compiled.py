@@ -8,6 +8,8 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from estimator.errors import UserError
+
 
 @dataclass(frozen=True)
 class SassPlan:
@@ -32,3 +34,21 @@ def for_kernel(kernel, plans: dict[str, SassPlan] | None) -> SassPlan | None:
     if not plans:
         return None
     return next((plan for n in kernel.nodes for pat, plan in plans.items() if matches(n.name, pat)), None)
+
+
+def check_priced(kernels, plans: dict[str, SassPlan], tiling: bool, tile_plans: list | None = None) -> None:
+    """Every NODE of --kernel-sass names a node of a GEMM-like kernel that the tile model priced with it."""
+    if not tiling:
+        raise UserError("--kernel-sass feeds the tile model: drop --roofline")
+    names = [n.name for k in kernels for n in k.nodes]
+    for node in plans:
+        if not any(matches(name, node) for name in names):
+            raise UserError(f"--kernel-sass {node}=...: no node {node!r} in the lowered graph")
+    if tile_plans is None:
+        return
+    for k, plan in zip(kernels, tile_plans, strict=True):
+        compiled = for_kernel(k, plans)
+        if compiled is not None and (plan is None or plan.sass is None):
+            node = next(n.name for n in k.nodes if any(matches(n.name, pat) for pat in plans))
+            raise UserError(f"--kernel-sass {node}=...: {node} is in a {k.kind} kernel ({k.name}); only "
+                            f"GEMM-like kernels take a compiled kernel")
