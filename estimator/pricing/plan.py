@@ -73,7 +73,7 @@ class TilePlan:
     resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
     sass: str | None = None  # "file#kernel" when a compiled kernel set the MMA path and CTAs/SM
     # what the limiter is named from: compute and memory without the fixed part, launch the fixed part
-    parts: dict = field(default_factory=dict, compare=False)
+    parts: dict = field(default_factory=dict)
 
     @property
     def key(self) -> Hashable:
