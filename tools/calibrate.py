@@ -9,8 +9,9 @@ Tables (see the data's README): bf16 GEMMs, context (prefill) attention and gene
 measured on an H100 SXM. Each row becomes the graph tools/kernel_graphs.py builds for it; the graph of a
 table is imported once with symbolic dims, lowered by the estimator, and its kernels' Work, tile problems
 and tensor sizes are turned into numpy functions of the dims, so that the estimator's own tile model
-(estimator/tiling: gemm.candidates, attention.candidates, plan.stream_time, residency.stack_hits) prices
-every row at once. Inputs are warm (--warm-inputs): the benchmarks rotate weights, not activations.
+(estimator/pricing: plan.gemm_plan, plan.attention_plan, plan.stream_time, residency.stack_hits) prices
+every row at once, each row's tile chosen by the tiling step's own rule. Inputs are warm (--warm-inputs): the
+benchmarks rotate weights, not activations.
 
 Two stages, each a Nelder-Mead search (log space for times, logit space for fractions) minimizing the
 sum over tables of the median plus the 90th percentile of |est - meas| / meas (the two figures the
@@ -72,10 +73,9 @@ import hwdesc  # noqa: E402
 from estimator.frontends.onnx_import import import_model  # noqa: E402
 from estimator.ir import dim  # noqa: E402
 from estimator.kernel import CostCache, lower  # noqa: E402
-from estimator.pricing import attention as attn_model  # noqa: E402
-from estimator.pricing import gemm as gemm_model  # noqa: E402
 from estimator.pricing import plan as tplan  # noqa: E402
 from estimator.pricing.menu import menu_for  # noqa: E402
+from estimator.pricing.points import NO_RESIDENCY  # noqa: E402
 from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel  # noqa: E402
 from estimator.pricing.residency import boundary, resident_bytes, stack_hits  # noqa: E402
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for  # noqa: E402
@@ -191,18 +191,17 @@ class Template:
                 a_l2 = hit.get(spec.a.name, False) + np.zeros(values[0].shape, bool)
                 b_l2 = hit.get(spec.b.name, False) + np.zeros(values[0].shape, bool)
                 g = tplan.gemm_problem(arr, k.unit, dram, resident, a_l2, b_l2, hw, menu)
-                cands = gemm_model.candidates(g, menu, hwp)
+                plan = tplan.gemm_plan(g, k.unit, None, hw, hwp, menu, NO_RESIDENCY)
             elif k.kind == "attention":
                 core, f, kvh = k.spec
                 arr = replace(core, **{x: fn(values) for x, fn in f.items()}, kv_heads=kvh(values))
                 a = tplan.attention_problem(arr, k.q_bytes, k.kv_bytes, k.unit, dram, resident, hw)
-                cands = attn_model.candidates(a, menu, hwp)
+                plan = tplan.attention_plan(a, k.unit, None, hw, hwp, menu, NO_RESIDENCY)
             else:
                 flops = {u: fn(values) for u, fn in k.flops.items()}
                 total = total + tplan.stream_time(flops, dram, resident, hw)[3]
                 continue
-            times = np.stack([np.broadcast_to(c.time, values[0].shape) for c in cands])
-            total = total + times.min(axis=0)
+            total = total + plan.estimate_s  # the tile each row's own argmin picks (symmath.argmin)
         return total
 
 
