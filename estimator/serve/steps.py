@@ -1,5 +1,6 @@
 """One GPU's priced serving steps: the decode step and the prefill step of a (sharded) decoder, as the
-estimator prices them, kept symbolic in their dims so the serving model can evaluate every step.
+estimator prices them, lowered once with their dims free so the serving model can price every step it
+asks.
 
 - decode: the decode graph, sharded (passes/shard_tp.py): the step's GPU time E_dec(batch, past_seq),
   its attention part E_ctx (kinds attention and movement: the score path and the cache append, which
