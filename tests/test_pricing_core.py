@@ -160,6 +160,6 @@ def test_alike_gemms_planned_together_equal_each_alone():
     small, big = _gemm(np.array([1.0, 300.0])), _gemm(np.array([64.0, 4096.0, 16384.0]))
     together = plan_gemms([(small, 2), (big, 3)], H100)
     for joined, g in zip(together, (small, big), strict=True):
-        alone = tp.gemm_plan(g, ("", ""), None, H100, tp.hw_params(H100), menu_for(H100.family), NO_RESIDENCY)
+        alone = tp.gemm_plan(g, None, None, H100, tp.hw_params(H100), menu_for(H100.family), NO_RESIDENCY)
         assert list(joined.estimate_s) == list(alone.estimate_s)
         assert list(joined.tile) == list(alone.tile)

@@ -245,11 +245,11 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
     return gemm_plan(g, unit, work.flops[unit], hw, hwp, menu, res, compiled)
 
 
-def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str], mma_flops: Any, hw: HardwareDescriptor,
+def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
               hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency,
               compiled: SassPlan | None = None) -> TilePlan | None:
     """The plan of the tile model's GEMM `g` (numbers, arrays of points or sympy); `mma_flops` the
-    kernel's FLOPs on `unit` (for tensor_util; None: not wanted)."""
+    kernel's FLOPs on `unit` (for tensor_util; None, with any unit: not wanted)."""
     if g is None or any(_zero(x) for x in (g.batch, g.m, g.n)):
         return None  # NB: an empty GEMM (a zero dim) has no tiles: the streaming plan prices it
     hw_peak = g.peak
@@ -265,7 +265,7 @@ def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str], mma_flops: Any, 
     eff = hw.efficiency
     fixed = eff["launch_s"] + eff["mem_latency_s"] + sm.where(best.split > 1, eff["split_k_s"], 0)
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = (mma_flops / (best.time * hw_peak) if unit[0] == TENSOR and mma_flops is not None else None)
+    util = mma_flops / (best.time * hw_peak) if mma_flops is not None and unit[0] == TENSOR else None
     # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
     name = best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
     plan = _plan("gemm", name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
@@ -385,7 +385,7 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
     return attention_plan(a, unit, work.flops[unit], hw, hwp, menu, res)
 
 
-def attention_plan(a: attn_model.Attn, unit: tuple[str, str], mma_flops: Any, hw: HardwareDescriptor,
+def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
                    hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency) -> TilePlan:
     """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type."""
     best = choose(a, lambda p: attn_model.candidates(p, menu, hwp),
@@ -393,7 +393,7 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str], mma_flops: Any, hw
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = mma_flops / (best.time * a.peak) if unit[0] == TENSOR and mma_flops is not None else None
+    util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
                  best.t_compute, memory, fixed, res)
 

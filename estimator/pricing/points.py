@@ -170,7 +170,7 @@ def plan_gemms(problems: Sequence[tuple[gemm_model.Gemm, int]],
                                                      (problems[i][1],)) for i in idx])
                   for f in _ARRAY_FIELDS}
         joined = replace(problems[idx[0]][0], **arrays)
-        plan = tp.gemm_plan(joined, ("", ""), None, hw, hwp, menu, NO_RESIDENCY)  # no unit: no tensor_util
+        plan = tp.gemm_plan(joined, None, None, hw, hwp, menu, NO_RESIDENCY)  # no tensor_util wanted
         if plan is None:
             continue
         ends = np.cumsum(sizes)
