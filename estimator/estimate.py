@@ -15,6 +15,7 @@ from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
 from estimator.precision import apply_precision
 from estimator.pricing import memo
+from estimator.pricing.compiled import check_priced
 from estimator.pricing.plan import alike_signature, plan_kernels
 from estimator.pricing.price import Timing, price
 from hwdesc import HardwareDescriptor
@@ -91,7 +92,7 @@ class EstimateOptions:
     kernels), which is the default, as on the command line. `warm_inputs`: graph inputs (all, or the
     named ones) start resident in L2 when they fit. `framework` (trtllm, vllm, sglang; None: plain NCCL)
     and `comm_graphed` (inside a CUDA graph) say how collective kernels are priced
-    (estimator/pricing/collectives.py). `kernel_sass`: node name -> estimator.sass.seam.SassPlan (a
+    (estimator/pricing/collectives.py). `kernel_sass`: node name -> estimator.pricing.compiled.SassPlan (a
     compiled kernel for that node's GEMM). `strict`: an uncosted op is an error; `verify_each`: check the
     graph's invariants after every pass."""
 
@@ -157,8 +158,6 @@ def _estimate(graph: Graph, hw: HardwareDescriptor, opts: EstimateOptions, dims:
         raise EstimateError(f"--strict: {len(lowered.uncosted)} op(s) uncosted, first {u.node} ({u.op}): "
                             f"{u.reason}")
     if kernel_sass:
-        from estimator.sass.seam import check_priced
-
         check_priced(lowered.kernels, kernel_sass, tiling)
     keys = [costs.full_signature(k.signature) for k in lowered.kernels]  # for the cross-call memo
     plans = (plan_kernels(graph, lowered.kernels, hw, warm_inputs, kernel_sass, keys) if tiling

@@ -11,11 +11,8 @@ Why this order (the code's own dependencies, not only the design sketch's list):
 - core: leaves and the IR. `symmath` (the number-type arithmetic) and `ops` (op kind sets) import
   nothing of the project; `gc_pause` is a process utility the entry points use.
 - hwdesc: a GPU is data; its loader needs only the core.
-- inputs: what comes from outside, read without pricing: model graphs (`frontends`), the bundled
-  builders and configs (`models`) and compiled kernels (`sass`: cuobjdump/nvdisasm output, occupancy,
-  the SASS plan of `--kernel-sass`). `sass` sits here, not beside `study`/`serve` as the sketch has it:
-  it needs only hwdesc, and pricing and `estimate()` read its plan (`sass.seam`) the way they read a
-  hardware descriptor.
+- inputs: what comes from outside, read without pricing: model graphs (`frontends`) and the bundled
+  builders and configs (`models`).
 - cost: one op's Work (`cost`), a fused kernel's Work (`fused`) and the lowering of a graph to kernels
   (`kernel`). Nothing here needs a pass: what a fused node is belongs to the IR (`ir.is_fused`).
 - passes: graph rewrites before pricing: the pass pipeline, and `--precision` (`precision`, `w8a8`), a
@@ -24,7 +21,9 @@ Why this order (the code's own dependencies, not only the design sketch's list):
 - estimate: the library's entry points, `estimate()` and `from_torch()` (`estimator/__init__.py` exports
   the latter lazily).
 - views: what is asked of many estimates: sweeps and closed forms (`study`), serving (`serve`), runs
-  against onnxruntime and the host (`truth`).
+  against onnxruntime and the host (`truth`), compiled kernels (`sass`: cuobjdump/nvdisasm output,
+  occupancy; the plan `--kernel-sass` hands to pricing is a record of pricing's own,
+  `estimator/pricing/compiled.py`, so pricing never reads the sass package).
 - report: tables, JSON, HTML, traces, recommendations (their recommenders of serving what-ifs included).
 - profile: measured profiles joined with the estimate. Above report, not beside truth as the sketch has
   it: its join is printed with report's validation table and recommendations, and nothing below it reads
@@ -40,12 +39,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("estimator.layers", "estimator.errors", "estimator.dtypes", "estimator.ops",
               "estimator.symmath", "estimator.gc_pause", "estimator.ir")),
     ("hwdesc", ("hwdesc",)),
-    ("inputs", ("estimator.frontends", "models", "estimator.sass")),
+    ("inputs", ("estimator.frontends", "models")),
     ("cost", ("estimator.cost", "estimator.fused", "estimator.kernel")),
     ("passes", ("passes", "estimator.precision", "estimator.w8a8")),
     ("pricing", ("estimator.pricing",)),
     ("estimate", ("estimator.estimate", "estimator.__init__")),
-    ("views", ("estimator.study", "estimator.serve", "estimator.truth")),
+    ("views", ("estimator.study", "estimator.serve", "estimator.truth", "estimator.sass")),
     ("report", ("estimator.report",)),
     ("profile", ("estimator.profile",)),
     ("calibration", ("estimator.calibration",)),

@@ -1,8 +1,14 @@
 """Arithmetic that works the same on python numbers, numpy arrays and sympy expressions.
 
-The tile model is written once against these few functions and evaluated three ways: on numbers (one
-bound kernel), on numpy arrays (calibration/tables.py prices thousands of measured shapes at once) and on
-sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)` in its formula).
+The pricing core (estimator/pricing/: the tile model, the plans, `price`) is written once against these
+few functions and evaluated three ways: on numbers (one bound kernel), on numpy arrays of points (a
+sweep's or a serving step's points, estimator/pricing/points.py; the calibration tables' measured
+shapes, estimator/calibration/tables.py)
+and on sympy expressions (a kernel whose dims are still free keeps `ceiling(M / tile_m)` in its
+formula). The operations: `ceil`, `floor`, `ceil_div`, `floor_div`, `maximum` / `minimum` (the tile
+model's: sympy numbers run as floats), `where`, `max_of` / `lift` (the composition's: a sympy input
+stays sympy) and the tile choice, `argmin` over a menu's candidates with `pick` (one candidate on
+numbers, each point's own on arrays).
 """
 
 from __future__ import annotations
@@ -192,6 +198,99 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     if isinstance(cond, np.ndarray):
         return np.where(cond, a, b)
     return a if cond else b
+
+
+def max_of(*xs: Any) -> Any:
+    """The composition's max, in its inputs' own type: numpy arrays elementwise, sympy (numbers included:
+    a Timing of bound dims stays sympy) through sym_max, python numbers by max. Unlike `maximum` (the tile
+    model's, which runs sympy numbers as floats for speed) it never turns a sympy number into a float."""
+    if any(isinstance(x, np.ndarray) for x in xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = np.maximum(out, x)
+        return out
+    if any(isinstance(x, sympy.Basic) for x in xs):
+        return sym_max(*xs)
+    return max(xs)
+
+
+def lift(x: Any, like: Any) -> Any:
+    """The number `x` in the number type of `like`: a sympy number beside a sympy expression, else as is
+    (a python number broadcasts against arrays by itself)."""
+    if isinstance(like, sympy.Basic) and not isinstance(x, (sympy.Basic, np.ndarray)):
+        return sympy.sympify(x)
+    return x
+
+
+# The tile choice: the fastest candidate, times compared rounded to this many decimals of a second
+# (1e-15 s: candidates equal up to floating-point noise tie), ties to the least t_compute (the least
+# padded MMA work, as among memory-bound tiles), then to the first listed.
+ROUND_DIGITS = 15
+
+
+def argmin(choices: list) -> Any:
+    """Index of the best of `choices` (objects with `time` and `t_compute`) by the tile choice's rule
+    (ROUND_DIGITS): an int on numbers, on numpy arrays of points an int array (per point its own best;
+    a running minimum, no candidates x points matrix is built). Free symbols are not decidable here:
+    the caller chooses on a numeric copy (estimator/pricing/plan.py `choose`)."""
+    if not any(isinstance(c.time, np.ndarray) for c in choices):
+        def key(i: int) -> tuple[float, float]:
+            return (round(float(choices[i].time), ROUND_DIGITS), float(choices[i].t_compute))
+
+        return min(range(len(choices)), key=key)
+    n = max(np.size(c.time) for c in choices)
+
+    def arr(x: Any) -> np.ndarray:
+        if isinstance(x, np.ndarray) and x.shape == (n,) and x.dtype == np.float64:
+            return x  # already one float per point (broadcast_to costs more than the math here)
+        return np.broadcast_to(np.asarray(x, dtype=float), (n,))
+
+    best = np.zeros(n, dtype=np.int64)
+    best_rt = np.round(arr(choices[0].time), ROUND_DIGITS)
+    best_tc = arr(choices[0].t_compute).copy()
+    for i, c in enumerate(choices[1:], start=1):
+        rt, tc = np.round(arr(c.time), ROUND_DIGITS), arr(c.t_compute)
+        better = (rt < best_rt) | ((rt == best_rt) & (tc < best_tc))
+        if not better.any():
+            continue
+        np.copyto(best_rt, rt, where=better)
+        np.copyto(best_tc, tc, where=better)
+        best[better] = i
+    return best
+
+
+class Picked:
+    """The candidates `index` (an argmin over arrays of points) picks, seen as one candidate: each field
+    read is gathered per point from the winners (few: a loop over them, not over the candidates)."""
+
+    def __init__(self, choices: list, index: np.ndarray) -> None:
+        self._choices, self._index = choices, index
+        self._winners = [(int(w), index == w) for w in np.unique(index)]
+        self._fields: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        hit = self._fields.get(name)
+        if hit is None:
+            hit = self._fields[name] = self._gather(name)
+        return hit
+
+    def _gather(self, name: str) -> np.ndarray:
+        n = len(self._index)
+        values = [getattr(self._choices[w], name) for w, _ in self._winners]
+        if any(isinstance(v, str) for v in values):
+            out = np.empty(n, dtype=object)
+        else:
+            out = np.empty(n, dtype=float)
+        for v, (_, mask) in zip(values, self._winners, strict=True):
+            out[mask] = v if np.ndim(v) == 0 else np.broadcast_to(v, (n,))[mask]
+        return out
+
+
+def pick(choices: list, index: Any) -> Any:
+    """The candidate `argmin` chose: the one at an int index, a Picked one at an array of indices."""
+    return Picked(choices, index) if isinstance(index, np.ndarray) else choices[index]
 
 
 def numeric(x: Any) -> bool:

@@ -1,6 +1,7 @@
-"""One price per kernel whatever the path: a sweep point equals --dim at that point (the tile model on
-arrays, estimator/pricing/points.py); the closed form says which kernels it approximates; `ort` on a
-CPU descriptor follows onnxruntime's CPU provider (no flash attention)."""
+"""One price per kernel whatever the path: a sweep point equals --dim at that point (the sweep's builds and
+the pricing core at arrays, estimator/pricing/points.py; the core itself on each number type:
+tests/test_pricing_core.py); the closed form says which kernels it approximates; `ort` on a CPU
+descriptor follows onnxruntime's CPU provider (no flash attention)."""
 
 import json
 
@@ -13,10 +14,6 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
-from estimator.pricing import gemm as gemm_model
-from estimator.pricing.menu import menu_for
-from estimator.pricing.plan import hw_params
-from estimator.pricing.points import select
 from estimator.study.closed_form import closed_form
 from estimator.study.crossover_points import point_crossovers
 from estimator.study.sweep import Compiled, Sweeper
@@ -30,32 +27,6 @@ B200 = hwdesc.load("b200")
 def _sweeper(graph, hw, fixed, precision=None):
     pipe = pipeline_for("tensorrt", hw.family)
     return lambda extra: estimate(graph, hw, precision=precision, dims={**fixed, **extra}, pipeline=pipe)
-
-
-def test_select_takes_the_fastest_then_least_compute_then_first():
-    class C:
-        def __init__(self, time, t_compute):
-            self.time, self.t_compute, self.t_dram, self.t_l2 = time, t_compute, 0.0, 0.0
-
-    # point 0: 2 < 3; point 1: a tie at 5 goes to the least t_compute (1); point 2: full tie, the first
-    cands = [C(np.array([3.0, 5.0, 4.0]), np.array([0, 2, 1.0])), C(np.array([2.0, 5.0, 4.0]),
-             np.array([0, 1, 1.0]))]
-    p = select(cands, 3, lambda c: 0.0 if c is cands[0] else 9.0)
-    assert list(p.estimate_s) == [2.0, 5.0, 4.0]
-    assert list(p.launch_s) == [9.0, 9.0, 0.0]
-
-
-def test_array_gemm_matches_the_per_point_choice():
-    # M from 1 to 16384: every point's best candidate (by plan._best's rule) priced on arrays at once
-    menu, hwp = menu_for("blackwell"), hw_params(B200)
-    ms = np.array([1, 8, 64, 300, 4096, 16384], dtype=float)
-    g = gemm_model.Gemm(1, ms, 4096, 4096, 2.0, 2.0, 2.0, 2250e12, 0.8, dram_bytes=2 * 4096 * (ms * 2 + 4096))
-    arr = select(gemm_model.candidates(g, menu, hwp), len(ms), lambda c: 0.0)
-    for i, m in enumerate(ms):
-        gi = gemm_model.Gemm(1, int(m), 4096, 4096, 2.0, 2.0, 2.0, 2250e12, 0.8,
-                             dram_bytes=2 * 4096 * (int(m) * 2 + 4096))
-        best = min(gemm_model.candidates(gi, menu, hwp), key=lambda c: (round(c.time, 15), c.t_compute))
-        assert arr.estimate_s[i] == pytest.approx(best.time, rel=1e-12)
 
 
 @pytest.mark.parametrize("name,swept,precision", [("llama-tiny", "seq", None), ("llama-tiny", "seq", "bf16"),

@@ -1,6 +1,8 @@
-"""estimator/serve/step_points.py: the serving steps priced at arrays of points equal `estimate()` with
-every dim bound (`--dim batch=B --dim past_seq=P`), point by point, and so do the TTFT and TPOT built on
-them; the report's fusion table cells equal `estimate()` under each strategy."""
+"""estimator/serve/step_points.py: the orchestration of the serving steps at arrays of points (builds with a
+dim bound to 1, the folded variants' weights, the context kinds, the launches) sums the kernels
+`estimate()` prices with every dim bound (`--dim batch=B --dim past_seq=P`), under the tile model and
+the roofline alike (the pricing itself is one code: tests/test_pricing_core.py); prefetch prices what
+serve asks; the report's fusion table cells equal `estimate()` under each strategy."""
 
 from dataclasses import replace
 
@@ -8,12 +10,12 @@ import numpy as np
 import pytest
 
 import hwdesc
-from estimator.estimate import estimate
+from estimator.estimate import Result, estimate, group_totals
 from estimator.frontends.onnx_import import import_model
 from estimator.serve.frameworks import framework
 from estimator.serve.memory import plan_memory
 from estimator.serve.serving import Workload, prefetch, serve
-from estimator.serve.steps import Options, Steps, _context_part, _price, sharded_variant
+from estimator.serve.steps import CONTEXT_KINDS, Options, Steps, _retyped, sharded_variant
 from models import llama
 from passes import STRATEGIES
 
@@ -29,9 +31,20 @@ def _variant(layers: int, weight: int, tp: int):
     return sharded_variant(dec, pre, tp, weight)[0]
 
 
-def _steps(tp: int, hw=HW) -> Steps:
-    opts = Options(hw, tp, "bf16", None, STRATEGIES["tensorrt"], FW)
+def _steps(tp: int, hw=HW, tiling: bool = True) -> Steps:
+    opts = Options(hw, tp, "bf16", None, STRATEGIES["tensorrt"], FW, tiling)
     return Steps([_variant(1, 2 - 4, tp), _variant(2, 4 - 1, tp)], opts, (), 4)  # f(1) + 3 (f(2) - f(1))
+
+
+def _price(graph, opts: Options, dims) -> Result:
+    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline,
+                    roofline=not opts.tiling,
+                    framework=opts.framework.name if opts.framework.custom_allreduce else None)
+
+
+def _context_part(result: Result):
+    groups = group_totals(result, "kind")
+    return sum(groups[k]["estimate_s"] for k in CONTEXT_KINDS if k in groups)
 
 
 class PerPointSteps:
@@ -64,9 +77,9 @@ class PerPointSteps:
         return sum(w * float(r.totals["estimate_s"]) for w, r in pairs)
 
 
-@pytest.mark.parametrize("arch", ["h100-sxm", "b200", "a100"])  # hopper, blackwell (stream-K), ampere menus
-def test_decode_points_equal_estimate_at_bound_dims(arch):
-    steps = _steps(2, hwdesc.load(arch))
+@pytest.mark.parametrize(("arch", "tiling"), [("h100-sxm", True), ("b200", False)])  # tile model, roofline
+def test_decode_points_equal_estimate_at_bound_dims(arch, tiling):
+    steps = _steps(2, hwdesc.load(arch), tiling)
     ref = PerPointSteps(steps)
     batches, pasts = np.array([1, 1, 3, 8, 8]), np.array([5, 40, 17, 1, 63])  # batch 1 and past 1: own builds
     steps.prefetch(decode=[(b, [p]) for b, p in zip(batches, pasts, strict=True)])
@@ -76,19 +89,6 @@ def test_decode_points_equal_estimate_at_bound_dims(arch):
         assert steps.decode_context(b, p) == pytest.approx(ref.decode_context(b, p), rel=1e-9)
     for b, s in ((1, 64), (2, 16), (4, 7)):
         assert steps.prefill(b, s) == pytest.approx(ref.prefill(b, s), rel=1e-9)
-
-
-@pytest.mark.parametrize(("tp", "concurrency"), [(1, 1), (1, 6), (2, 3), (2, 16)])
-def test_ttft_and_tpot_equal_per_point_pricing(tp, concurrency):
-    steps = _steps(tp)
-    memory = plan_memory(HW, FW, tp, steps.weights_bytes, steps.kv_per_token, steps.activations)
-    work = Workload(24, 5, concurrency)  # 4 decode steps at past 24..27, the ride at past 26
-    prefetch(steps, memory, FW, [work])
-    fast = serve(steps, memory, FW, work, tp)
-    slow = serve(PerPointSteps(steps), memory, FW, work, tp)
-    assert fast.ttft_s == pytest.approx(slow.ttft_s, rel=1e-9)
-    assert fast.tpot_s == pytest.approx(slow.tpot_s, rel=1e-9)
-    assert fast.decode.kernels == slow.decode.kernels
 
 
 def test_prefetch_prices_what_serve_asks():

@@ -8,8 +8,8 @@ Target (issue 17): a 4 x 8 sweep (tp 1,2,4,8 x 8 concurrencies) of llama-3.1-70b
         [--concurrency 1,2,4,8,16,32,64,128] [--isl 1024] [--osl 1024] [--precision fp8]
         [--framework trtllm] [--roofline] [--no-fold]
 
-`--roofline` prices kernels by the roofline estimate (no tile plans: one expression in batch and
-past_seq per TP); the default, tile-level pricing, needs one decode pricing per distinct batch.
+`--roofline` prices kernels by the roofline estimate (no tile plans); the default, the tile model. Both
+price every step asked at arrays of points through the one pricing core (estimator/serve/step_points.py).
 `--no-fold` builds the full L-layer graphs instead of the 1- and 2-layer ones (estimator/serve/steps.py).
 A TP whose memory does not hold one sequence prints "does not fit" rows (still priced: the sweep
 shows where the model starts to fit).

@@ -9,8 +9,8 @@ e2e_serving.csv.gz (end-to-end TTFT / TPOT of deployments). The estimator never 
 Each row of a kernel table becomes the graph estimator/calibration/kernel_graphs.py builds for it; the
 graph of a table is imported once with symbolic dims, lowered by the estimator, and its kernels' Work, tile
 problems and tensor sizes are turned into numpy functions of the dims (`Template`), so that the estimator's
-own tile model (estimator/pricing: gemm.candidates, attention.candidates, plan.stream_time,
-residency.stack_hits) prices every row at once.
+own tile model (estimator/pricing: plan.gemm_plan, plan.attention_plan, plan.stream_time,
+residency.stack_hits) prices every row at once, each row's tile chosen by the tiling step's own rule.
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ from estimator.errors import UserError
 from estimator.frontends.onnx_import import import_model
 from estimator.ir import dim
 from estimator.kernel import CostCache, lower
-from estimator.pricing import attention as attn_model
-from estimator.pricing import gemm as gemm_model
 from estimator.pricing import plan as tplan
+from estimator.pricing.points import NO_RESIDENCY
 from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel
 from estimator.pricing.residency import boundary, resident_bytes, stack_hits
 from passes import DEFAULT_STRATEGY, Pipeline, pipeline_for
@@ -155,18 +154,17 @@ class Template:
                 a_l2 = hit.get(spec.a.name, False) + np.zeros(values[0].shape, bool)
                 b_l2 = hit.get(spec.b.name, False) + np.zeros(values[0].shape, bool)
                 g = tplan.gemm_problem(arr, k.unit, dram, resident, a_l2, b_l2, hw, menu)
-                cands = gemm_model.candidates(g, menu, hwp)
+                plan = tplan.gemm_plan(g, k.unit, None, hw, hwp, menu, NO_RESIDENCY)
             elif k.kind == "attention":
                 core, f, kvh = k.spec
                 arr = replace(core, **{x: fn(values) for x, fn in f.items()}, kv_heads=kvh(values))
                 a = tplan.attention_problem(arr, k.q_bytes, k.kv_bytes, k.unit, dram, resident, hw)
-                cands = attn_model.candidates(a, menu, hwp)
+                plan = tplan.attention_plan(a, k.unit, None, hw, hwp, menu, NO_RESIDENCY)
             else:
                 flops = {u: fn(values) for u, fn in k.flops.items()}
                 total = total + tplan.stream_time(flops, dram, resident, hw)[3]
                 continue
-            times = np.stack([np.broadcast_to(c.time, values[0].shape) for c in cands])
-            total = total + times.min(axis=0)
+            total = total + plan.estimate_s  # the tile each row's own argmin picks (symmath.argmin)
         return total
 
 

@@ -55,7 +55,7 @@ import yaml
 
 from estimator.errors import UserError
 from estimator.ir import Expr
-from estimator.pricing.price import provably_greater
+from estimator.pricing.units import provably_greater
 from hwdesc import HardwareDescriptor
 
 KINDS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",

@@ -13,7 +13,7 @@ DeepGEMM's `get_best_gemm_config` (which TensorRT-LLM's sm90 fp8_block_scaling_g
 
 so that only that one (tile, orientation) is the kernel that runs; the tile model then prices it. Every
 step is integer arithmetic on numbers or numpy arrays of points (a mask per candidate); with free dims
-the plan applies it on its numeric copy (estimator/pricing/plan.py `_choose`).
+the plan applies it on its numeric copy (estimator/pricing/plan.py `choose`).
 NB: the library's pick ignores what the tile model would call faster (the promotion cost of a narrow
 tile, the L2 traffic of re-read A panels): that is the point, it is what the library runs.
 """

@@ -10,16 +10,19 @@ Streaming model (elementwise, norms, reductions, movement...):
     estimate = launch_s + mem_latency_s + max(flops_u / (peak_u * eff_u), DRAM / (BW * eff_dram),
                                                   L2 traffic / (L2 BW * eff_l2))
 
+Every plan is written once over the three number types of estimator/symmath.py: python numbers (bound
+dims), numpy arrays of points (a sweep's or a serving step's points: each point takes its own tile, the
+argmin of symmath.argmin over the menu's candidates, estimator/pricing/points.py) and sympy expressions.
 Free dims: the tile is chosen as if every free dim were `SYMBOLIC_DIM_VALUE` (a large, compute-bound
 size: the tile a deployment at scale would run), and the chosen tile's formula is kept symbolic
 (`ceiling(M / 128)` and so on). Once the dims are bound the choice may differ: sweeps therefore price
-every point with its own choice (estimator/pricing/points.py), and estimator/study/closed_form.py says
-which kernels a closed form approximates and by how much.
+every point with its own choice, and estimator/study/closed_form.py says which kernels a closed form
+approximates and by how much.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,13 +33,16 @@ from estimator import symmath as sm
 from estimator.cost.registry import ALU, CUDA, TENSOR, Work
 from estimator.dtypes import itemsize
 from estimator.ir import Graph
+from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
 from estimator.pricing import gemm as gemm_model
 from estimator.pricing import memo, quant
+from estimator.pricing.compiled import SassPlan, for_kernel
 from estimator.pricing.l2 import effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for
 from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel, kernel_scale_block
 from estimator.pricing.residency import Residency, residency
+from estimator.pricing.units import dominant, unit_efficiency, unit_peak
 from hwdesc import HardwareDescriptor
 
 SYMBOLIC_DIM_VALUE = 4096
@@ -62,10 +68,12 @@ class TilePlan:
     tensor_util: Any  # MMA FLOPs / (estimate_s * MMA peak)
     estimate_s: Any
     terms: dict = field(default_factory=dict)  # compute / memory / launch, each including the fixed part
-    limiter: str = "memory"
+    limiter: str = "memory"  # on arrays of points, an array of names
     resident_bytes: float = 0.0  # reads found in L2 (estimate's capacity)
     resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
     sass: str | None = None  # "file#kernel" when a compiled kernel set the MMA path and CTAs/SM
+    # what the limiter is named from: compute and memory without the fixed part, launch the fixed part
+    parts: dict = field(default_factory=dict)
 
     @property
     def key(self) -> Hashable:
@@ -88,7 +96,7 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
                  warm_inputs: bool | Iterable[str] = False,
                  sass: dict | None = None, keys: Sequence[Hashable] | None = None) -> list[TilePlan | None]:
     """A plan per kernel (None for every kernel when the hardware has no tile model). `sass`: node name
-    -> estimator.sass.seam.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass).
+    -> estimator.pricing.compiled.SassPlan, a compiled kernel's MMA path and occupancy (--kernel-sass).
     `keys`: each kernel's full signature; given, plans are remembered across calls (pricing/memo.py)."""
     if not tiling_supported(hw):
         return [None] * len(kernels)
@@ -102,8 +110,6 @@ def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
            else [Residency({}, {}) for _ in kernels])
     cache: dict[Hashable, TilePlan] = {}
     plans = []
-    from estimator.sass.seam import for_kernel
-
     for i, (k, r) in enumerate(zip(kernels, res, strict=True)):
         compiled = for_kernel(k, sass)
         # the plan is a function of the kernel's signature and of whether its GEMM is block-scaled (an
@@ -134,25 +140,36 @@ def _renamed_plan(graph: Graph, kernel, res: Residency, cache: dict, make, block
 def alike_signature(graph: Graph, kernel) -> Hashable:
     """The kernel's node signature (estimator/kernel.py: what its Work and plan are a function of), with
     the tensors' shapes; symmath.canonical turns it into a key up to a renaming of the dims."""
-    from estimator.kernel import op_view, signature
-
     return signature(op_view(graph, graph.node(kernel.name)), graph)
 
 
 def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
-                res: Residency, compiled=None) -> TilePlan:
-    spec = gemm_of_kernel(graph, kernel)
+                res: Residency, compiled: SassPlan | None = None) -> TilePlan:
+    return plan_problem(lambda: gemm_of_kernel(graph, kernel), lambda: attention_of_kernel(graph, kernel),
+                        lambda: quant.block_quant_rounds(graph, kernel, hw.sm_count,
+                                                         menu.block_quant_warps_per_sm),
+                        kernel.work, hw, hwp, menu, res, compiled)
+
+
+def plan_problem(gemm: Callable[[], GemmSpec | None], attention: Callable[[], Any], rounds: Callable[[], Any],
+                 work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency,
+                 compiled: SassPlan | None = None, unit: tuple[str, str] | None = None) -> TilePlan:
+    """The plan of a kernel given its problems (each asked only when needed: the GEMM spec, the attention
+    core, the block-quantization rounds) and its Work, in whichever number type they hold (sympy for a
+    graph's kernel, arrays of points for estimator/pricing/points.py): a GEMM tile, else an attention
+    tile, else the streaming model. `unit`: the MMA's (unit, dtype), where `work` (arrays) cannot say
+    (the kernel's symbolic Work's, _mma_unit)."""
+    spec = gemm()
     if spec is not None:
-        plan = _gemm_plan(spec, kernel.work, hw, hwp, _with_sass(menu, compiled), res, compiled)
+        plan = _gemm_plan(spec, work, hw, hwp, _with_sass(menu, compiled), res, compiled, unit)
         if plan is not None:
             return plan
-    found = attention_of_kernel(graph, kernel)
+    found = attention()
     if found is not None:
-        plan = _attention_plan(found, kernel.work, hw, hwp, menu, res)
+        plan = _attention_plan(found, work, hw, hwp, menu, res, unit)
         if plan is not None:
             return plan
-    return stream_plan(kernel.work, hw, res,
-                       quant.block_quant_rounds(graph, kernel, hw.sm_count, menu.block_quant_warps_per_sm))
+    return stream_plan(work, hw, res, rounds())
 
 
 # ---- GEMM -----------------------------------------------------------------------------------------
@@ -173,11 +190,9 @@ def _rank(expr: Any) -> float:
 
 
 def _peak(hw: HardwareDescriptor, unit: str, dtype: str) -> float | None:
-    from estimator.pricing.price import unit_peak
-
     try:
         return unit_peak(hw, unit, dtype)
-    except ValueError:
+    except ValueError:  # PriceError: no such unit or dtype on this GPU
         return None
 
 
@@ -210,18 +225,6 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
                            scale_block=spec.scale_block)
 
 
-def unit_efficiency(hw: HardwareDescriptor, unit: tuple[str, str]) -> float:
-    """The achievable fraction of `unit`'s peak for an MMA in its dtype: `tensor_<family>` (fp8) where the
-    descriptor has one, else the unit's own (`tensor`, `cuda`)."""
-    from estimator.dtypes import tensor_peak_key
-
-    if unit[0] == TENSOR:
-        key = tensor_peak_key(unit[1])
-        if key and f"tensor_{key}" in hw.efficiency:
-            return hw.efficiency[f"tensor_{key}"]
-    return hw.efficiency[unit[0]]
-
-
 def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
     """The menu with every GEMM tile's co-resident CTAs capped by a compiled kernel's occupancy."""
     if compiled is None:
@@ -232,30 +235,37 @@ def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
 
 
 def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
-               res: Residency, compiled=None) -> TilePlan | None:
-    unit = _mma_unit(work)
+               res: Residency, compiled: SassPlan | None = None,
+               unit: tuple[str, str] | None = None) -> TilePlan | None:
+    unit = unit or _mma_unit(work)
     if unit is None:
         return None
     g = gemm_problem(spec, unit, work.dram_bytes, res.bytes, spec.a.name in res.resident,
                      spec.b.name in res.resident, hw, menu)
-    if g is None or any(sm.numeric(x) and x == 0 for x in (g.batch, g.m, g.n)):
+    return gemm_plan(g, unit, work.flops[unit], hw, hwp, menu, res, compiled)
+
+
+def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
+              hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency,
+              compiled: SassPlan | None = None) -> TilePlan | None:
+    """The plan of the tile model's GEMM `g` (numbers, arrays of points or sympy); `mma_flops` the
+    kernel's FLOPs on `unit` (for tensor_util; None, with any unit: not wanted)."""
+    if g is None or any(_zero(x) for x in (g.batch, g.m, g.n)):
         return None  # NB: an empty GEMM (a zero dim) has no tiles: the streaming plan prices it
     hw_peak = g.peak
     if compiled is not None and compiled.peak_flops_per_s:  # the compiled kernel's MMA path (sass/seam.py)
         g = replace(g, peak=compiled.peak_flops_per_s)
     try:
-        best = _choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
-                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp,
-                                                          c.stream_k))
+        best = choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
+                      lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp, c.stream_k))
     except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
         return None
     if best is None:
         return None
-    fixed = hw.efficiency["launch_s"] + hw.efficiency["mem_latency_s"]
-    if best.split > 1:
-        fixed = fixed + hw.efficiency["split_k_s"]
+    eff = hw.efficiency
+    fixed = eff["launch_s"] + eff["mem_latency_s"] + sm.where(best.split > 1, eff["split_k_s"], 0)
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = work.flops[unit] / (best.time * hw_peak) if unit[0] == TENSOR else None
+    util = mma_flops / (best.time * hw_peak) if mma_flops is not None and unit[0] == TENSOR else None
     # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
     name = best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
     plan = _plan("gemm", name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
@@ -263,36 +273,44 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
     return plan if compiled is None else replace(plan, sass=compiled.label)
 
 
-def _choose(problem: Any, candidates, reprice) -> Any:
-    """The best candidate for `problem`. With free dims the choice is made on a numeric copy (every free
-    dim at SYMBOLIC_DIM_VALUE) and only the chosen candidate is priced symbolically (`reprice`)."""
+def _zero(x: Any) -> bool:
+    """A bound dim of 0 (arrays of points hold positive dims only)."""
+    return not isinstance(x, np.ndarray) and sm.numeric(x) and x == 0
+
+
+def choose(problem: Any, candidates, reprice) -> Any:
+    """The best candidate for `problem` by the rule of symmath.argmin: on numbers the one candidate, on
+    arrays of points each point's own (symmath.Picked). With free dims the choice is made on a numeric
+    copy (every free dim at SYMBOLIC_DIM_VALUE) and only the chosen candidate is priced symbolically
+    (`reprice`)."""
     fields = {k: v for k, v in vars(problem).items() if isinstance(v, sympy.Basic) and v.free_symbols}
     if not fields:
         choices = candidates(problem)
-        return _best(choices) if choices else None
+        return sm.pick(choices, sm.argmin(choices)) if choices else None
     at = {s: SYMBOLIC_DIM_VALUE for v in fields.values() for s in v.free_symbols}
     numeric = replace(problem, **{k: sm.num(v.xreplace(at)) for k, v in fields.items()})
     choices = candidates(numeric)
-    return reprice(_best(choices)) if choices else None
+    return reprice(choices[sm.argmin(choices)]) if choices else None
 
 
-def _best(choices: list) -> Any:
-    """The fastest candidate (ties, as among memory-bound tiles, go to the least padded MMA work); with
-    free dims, the fastest at SYMBOLIC_DIM_VALUE (see module doc)."""
-    def value(x: Any) -> float:
-        return _rank(x) if isinstance(x, sympy.Basic) else float(x)
-
-    return min(choices, key=lambda c: (round(value(c.time), 15), value(c.t_compute)))
-
-
-def _plan(kind: str, tile: str | None, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
+def _plan(kind: str, tile: Any, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
           compute: Any, memory: Any, fixed: Any, res: Residency) -> TilePlan:
     terms = {"compute": fixed + compute, "memory": fixed + memory, "launch": fixed}
     parts = {"compute": compute, "memory": memory, "launch": fixed}
-    from estimator.pricing.price import dominant
-
     return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
-                    res.bytes_bound)
+                    res.bytes_bound, parts=parts)
+
+
+def where_plan(cond: np.ndarray, a: TilePlan, b: TilePlan) -> TilePlan:
+    """Per point `a` where `cond` else `b` (plans of one kernel at arrays of points)."""
+    def w(x: Any, y: Any) -> Any:
+        return None if x is None and y is None else np.where(cond, x, y)
+
+    return replace(a, tile=w(a.tile, b.tile), ctas=w(a.ctas, b.ctas), waves=w(a.waves, b.waves),
+                   wave_eff=w(a.wave_eff, b.wave_eff), tensor_util=w(a.tensor_util, b.tensor_util),
+                   estimate_s=w(a.estimate_s, b.estimate_s), limiter=w(a.limiter, b.limiter),
+                   terms={k: w(v, b.terms[k]) for k, v in a.terms.items()},
+                   parts={k: w(v, b.parts[k]) for k, v in a.parts.items()})
 
 
 # ---- attention ------------------------------------------------------------------------------------
@@ -309,7 +327,7 @@ def attention_problem(core, q_bytes: Any, kv_bytes: Any, unit: tuple[str, str], 
     kv_heads = heads if folded or core.kv_heads is None else core.kv_heads
     decode = is_decode(core.seq_q, core.seq_kv)
     if isinstance(decode, np.ndarray):  # rows of one table (calibration/tables.py) are all of one kind;
-        decode = bool(decode.all())  # pricing/points.py prices mixed points per kind itself
+        decode = bool(decode.all())  # attention_plan prices points of both kinds per kind
     n = sm.num
     dram = dram_bytes - resident
     if not isinstance(dram, np.ndarray):
@@ -346,9 +364,9 @@ def _always(x: Any, value: int) -> bool:
 
 
 def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
-                    res: Residency) -> TilePlan | None:
+                    res: Residency, unit: tuple[str, str] | None = None) -> TilePlan | None:
     core, q_bytes, kv_bytes = found
-    unit = _mma_unit(work)
+    unit = unit or _mma_unit(work)
     if unit is None:
         return None
     # fp32 attention runs the same tiled kernel with CUDA-core FMAs for its two products (the unit's
@@ -356,22 +374,34 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
     a = attention_problem(core, q_bytes, kv_bytes, unit, work.dram_bytes, res.bytes, hw)
     if a is None:
         return None
-    best = _choose(a, lambda p: attn_model.candidates(p, menu, hwp),
-                   lambda c: attn_model.candidate(a, menu, hwp, c))
+    decode = is_decode(core.seq_q, core.seq_kv)
+    if isinstance(decode, np.ndarray):  # points of a sweep: decode and prefill each where the shapes say
+        decode = np.broadcast_to(decode, np.shape(a.dram_bytes))
+        if decode.any() and not decode.all():
+            return where_plan(decode, attention_plan(replace(a, decode=True), unit, work.flops[unit], hw, hwp,
+                                                     menu, res),
+                              attention_plan(replace(a, decode=False), unit, work.flops[unit], hw, hwp, menu,
+                                             res))
+    return attention_plan(a, unit, work.flops[unit], hw, hwp, menu, res)
+
+
+def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
+                   hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency) -> TilePlan:
+    """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type."""
+    best = choose(a, lambda p: attn_model.candidates(p, menu, hwp),
+                  lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
     memory = sm.maximum(best.t_dram, best.t_l2)
-    util = work.flops[unit] / (best.time * a.peak) if unit[0] == TENSOR else None
+    util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
                  best.t_compute, memory, fixed, res)
 
 
 # ---- everything else -------------------------------------------------------------------------------
 
-def stream_time(flops: dict, dram_bytes: Any, resident: Any, hw: HardwareDescriptor) -> tuple:
+def stream_time(flops: Mapping, dram_bytes: Any, resident: Any, hw: HardwareDescriptor) -> tuple:
     """(compute, memory, fixed, estimate) of the streaming model for Work-like flops and bytes."""
-    from estimator.pricing.price import unit_peak
-
     eff = hw.efficiency
     times = [f / (unit_peak(hw, u, d) * eff[CUDA if u == ALU else u]) for (u, d), f in flops.items()]
     compute = sm.maximum(*times) if len(times) > 1 else (times[0] if times else 0)

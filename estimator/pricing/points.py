@@ -1,15 +1,16 @@
-"""The tile model over arrays of points: one kernel's tile-level estimate at every point of a sweep,
-each point priced exactly as `--dim` prices it (estimator/pricing/plan.py on bound dims).
+"""A lowered graph's kernels priced at arrays of points: the pricing core (estimator/pricing/plan.py's
+plans and estimator/pricing/price.py's `price`) run on numpy arrays of the free dims' values, so that
+every point is priced as `--dim` prices it. Nothing here prices: it evaluates a kernel's problem (GEMM M,
+N, K, batch, DRAM bytes; attention batch, heads, lengths; its Work) at the points and hands it to the
+core, which is written once over numbers, arrays and sympy expressions (estimator/symmath.py).
 
 A kernel whose dims are free keeps, in its symbolic plan, the tile chosen as if every free dim were
-`SYMBOLIC_DIM_VALUE`; that formula is exact only where that tile stays the best. Here the kernel's
-problem (GEMM M, N, K, batch, DRAM bytes; attention batch, heads, lengths) is evaluated on numpy arrays
-of the dim values, every candidate of the family's menu is priced on the arrays (the same functions of
-estimator/pricing/gemm.py and attention.py, elementwise), and each point takes its own best candidate by
-the same rule as `plan._best` (fastest rounded to 1e-15 s, ties to the least padded MMA work, then to
-the first listed). Attention picks decode or prefill per point by the same shape rule (`is_decode`).
-The estimate is then composed as estimator/pricing/price.py's `_tiled` does: the plan's estimate, never below
-the bound, plus the descriptor's op overhead.
+`SYMBOLIC_DIM_VALUE`; that formula is exact only where that tile stays the best. At arrays each point
+takes its own best candidate (symmath.argmin over the family's menu), attention its own kind (decode or
+prefill, `plan.is_decode`).
+
+`plan_gemms` plans many GEMMs at their points with one walk of the menu per group of alike GEMMs (the
+serving steps' speed: estimator/serve/step_points.py).
 
 NB: residency (--warm-inputs) is not modelled here; kernels priced with L2-resident reads, and
 kernels of a Result without tile plans, get no point pricer (their symbolic formula is used).
@@ -24,28 +25,27 @@ from typing import Any
 import numpy as np
 import sympy
 
+from estimator import symmath as sm
 from estimator.ir import Graph, dim
-from estimator.pricing import attention as attn_model
 from estimator.pricing import gemm as gemm_model
 from estimator.pricing import plan as tp
+from estimator.pricing import quant
 from estimator.pricing.menu import menu_for
+from estimator.pricing.price import Timing, price
 from estimator.pricing.problem import attention_of_kernel, gemm_of_kernel
+from estimator.pricing.residency import Residency
 from hwdesc import HardwareDescriptor
 
-ROUND_S = 15  # plan._best compares times rounded to 1e-15 s
+NO_RESIDENCY = Residency({}, {})
 
 
 @dataclass(frozen=True)
-class PointPrice:
-    """A kernel's tile-level figures at every point (arrays of one length)."""
+class PointWork:
+    """A kernel's Work at arrays of points (what `price` and the plans read of a Work)."""
 
-    estimate_s: np.ndarray
-    compute_s: np.ndarray  # the plan's compute part (fixed cost excluded), for the limiter
-    memory_s: np.ndarray
-    launch_s: np.ndarray  # the fixed part
-
-    def parts(self) -> dict[str, np.ndarray]:
-        return {"compute": self.compute_s, "memory": self.memory_s, "launch": self.launch_s}
+    flops: Mapping[tuple[str, str], np.ndarray]
+    dram_bytes: np.ndarray
+    comm: None = None
 
 
 class Lambdas:
@@ -62,12 +62,16 @@ class Lambdas:
         if isinstance(e, np.ndarray):
             return e
         if not e.free_symbols:
-            return tp.sm.num(e)
+            return sm.num(e)
         fn = self._cache.get(e)
         if fn is None:
             fn = self._cache[e] = sympy.lambdify(self.symbols, e, "numpy")
         out = fn(*[values[s] for s in self.free])
         return np.broadcast_to(np.asarray(out, dtype=float), (n,)).copy()
+
+    def array(self, expr: Any, values: Mapping[str, np.ndarray], n: int) -> np.ndarray:
+        """`expr` at the points as one float per point (a number broadcast)."""
+        return np.broadcast_to(np.asarray(self(expr, values, n), dtype=float), (n,))
 
 
 def _subst(obj: Any, lam: Lambdas, values: Mapping[str, np.ndarray], n: int) -> Any:
@@ -78,135 +82,113 @@ def _subst(obj: Any, lam: Lambdas, values: Mapping[str, np.ndarray], n: int) -> 
     return replace(obj, **changes) if changes else obj
 
 
-def select(choices: list, n: int, fixed: Callable[[Any], float]) -> PointPrice:
-    """Per point, the candidate plan._best picks: the least time rounded to 1e-15 s, then the least
-    t_compute, then the first listed (a running minimum: no candidates x points matrix is built).
-    `fixed(choice)` is a candidate's fixed cost as plan.py adds it."""
-    def arr(x: Any) -> np.ndarray:
-        if isinstance(x, np.ndarray) and x.shape == (n,) and x.dtype == np.float64:
-            return x  # already one float per point (broadcast_to costs more than the math here)
-        return np.broadcast_to(np.asarray(x, dtype=float), (n,))
-
-    best = None
-    for c in choices:
-        rt, tc = np.round(arr(c.time), ROUND_S), arr(c.t_compute)
-        fields_ = (arr(c.time), tc, np.maximum(arr(c.t_dram), arr(c.t_l2)), arr(fixed(c)))
-        if best is None:
-            best_rt, best_tc = rt.copy(), tc.copy()
-            best = [f.copy() for f in fields_]
-            continue
-        better = (rt < best_rt) | ((rt == best_rt) & (tc < best_tc))
-        if not better.any():
-            continue
-        np.copyto(best_rt, rt, where=better)
-        np.copyto(best_tc, tc, where=better)
-        for b, f in zip(best, fields_, strict=True):
-            np.copyto(b, f, where=better)
-    return PointPrice(*best)
-
-
 class KernelPricer:
-    """Prices one (GEMM or attention) kernel of a Result at arrays of its free dims."""
+    """Prices one kernel of a lowered graph at arrays of its free dims, through the pricing core
+    (`tiling=False`: no plans, the kernel is priced by `price` alone)."""
 
-    def __init__(self, graph: Graph, kernel, hw: HardwareDescriptor, lam: Lambdas) -> None:
+    def __init__(self, graph: Graph, kernel, hw: HardwareDescriptor, lam: Lambdas,
+                 tiling: bool = True) -> None:
         self.graph, self.kernel, self.hw, self.lam = graph, kernel, hw, lam
-        self.menu = menu_for(hw.family)
-        self.hwp = tp.hw_params(hw)
-        self.eff = hw.efficiency
-        self.gemm = gemm_of_kernel(graph, kernel)
+        self.menu = menu_for(hw.family) if tiling else None
+        self.hwp = tp.hw_params(hw) if self.menu is not None else None
         self.unit = tp._mma_unit(kernel.work)
-        self.attention = None if self.gemm is not None else attention_of_kernel(graph, kernel)
+        tiled = self.unit is not None and self.menu is not None
+        self.gemm = gemm_of_kernel(graph, kernel) if tiled else None
+        self.attention = attention_of_kernel(graph, kernel) if tiled and self.gemm is None else None
+        warps = self.menu.block_quant_warps_per_sm if self.menu is not None else 0
+        self.rounds = quant.block_quant_rounds(graph, kernel, hw.sm_count, warps)
 
-    def price(self, values: Mapping[str, np.ndarray], n: int) -> PointPrice | None:
-        """The plan's figures at the points, or None where the kernel is not priced by a tile (the
-        caller keeps its symbolic stream formula, which is exact)."""
-        if self.unit is None:
-            return None
-        if self.gemm is not None:
-            out = self._gemm(values, n)
-            if out is not None:
-                return out
-        if self.attention is not None:
-            return self._attention(values, n)
-        return None
+    def work(self, values: Mapping[str, np.ndarray], n: int) -> PointWork:
+        w = self.kernel.work
+        return PointWork({ud: self.lam.array(f, values, n) for ud, f in w.flops.items()},
+                         self.lam.array(w.dram_bytes, values, n))
 
-    def gemm_problem(self, values, n) -> gemm_model.Gemm | None:
-        """The kernel's GEMM at the points, None when it is no tiled GEMM (a streaming plan)."""
-        if self.unit is None or self.gemm is None:
+    def gemm_problem(self, values: Mapping[str, np.ndarray], n: int) -> gemm_model.Gemm | None:
+        """The kernel's GEMM at the points (for plan_gemms), None when it is no tiled GEMM."""
+        if self.gemm is None:
             return None
         spec = _subst(self.gemm, self.lam, values, n)
-        dram = self.lam(self.kernel.work.dram_bytes, values, n)
-        return tp.gemm_problem(spec, self.unit, np.broadcast_to(np.asarray(dram, float), (n,)).copy(), 0,
-                               False, False, self.hw, self.menu)
+        dram = self.lam.array(self.kernel.work.dram_bytes, values, n).copy()
+        return tp.gemm_problem(spec, self.unit, dram, 0, False, False, self.hw, self.menu)
 
-    def _gemm(self, values, n) -> PointPrice | None:
-        g = self.gemm_problem(values, n)
-        return None if g is None else price_gemms([(g, n)], self.menu, self.hwp, self.eff)[0]
+    def plan(self, values: Mapping[str, np.ndarray], n: int, work: PointWork | None = None,
+             gemm: bool = True) -> tp.TilePlan:
+        """The kernel's plan at the points (plan.plan_problem on arrays); `gemm=False`: its GEMM was
+        planned already (plan_gemms found no tile), the next plans are tried."""
+        work = self.work(values, n) if work is None else work
 
-    def _attention(self, values, n) -> PointPrice | None:
-        core, q_bytes, kv_bytes = self.attention
-        core = _subst(core, self.lam, values, n)
-        dram = np.broadcast_to(np.asarray(self.lam(self.kernel.work.dram_bytes, values, n), float), (n,))
-        a = tp.attention_problem(core, q_bytes, kv_bytes, self.unit, dram.copy(), 0, self.hw)
-        if a is None:
+        def found() -> Any:
+            if self.attention is None:
+                return None
+            core, q_bytes, kv_bytes = self.attention
+            return _subst(core, self.lam, values, n), q_bytes, kv_bytes
+
+        def rounds() -> Any:
+            return None if self.rounds is None else self.lam(self.rounds, values, n)
+
+        spec = _subst(self.gemm, self.lam, values, n) if gemm and self.gemm is not None else None
+        return tp.plan_problem(lambda: spec, found, rounds, work, self.hw, self.hwp, self.menu, NO_RESIDENCY,
+                               unit=self.unit)
+
+    def tile_plan(self, values: Mapping[str, np.ndarray], n: int,
+                  work: PointWork | None = None) -> tp.TilePlan | None:
+        """The plan at the points where the kernel is priced by a tile (GEMM, attention), else None (a
+        streaming kernel: its symbolic formula is exact at every point)."""
+        if self.gemm is None and self.attention is None:
             return None
-        mask = np.broadcast_to(np.asarray(tp.is_decode(_arr(core.seq_q, n), _arr(core.seq_kv, n))), (n,))
-        out = None
-        for decode in (False, True):
-            if not (mask.any() if decode else (~mask).any()):
-                continue
-            price = self._attention_kind(replace(a, decode=decode), n)
-            out = price if out is None else _where(mask if decode else ~mask, price, out)
-        return out
+        plan = self.plan(values, n, work)
+        return None if plan.kind == "stream" else plan
 
-    def _attention_kind(self, a: attn_model.Attn, n: int) -> PointPrice:
-        choices = attn_model.candidates(a, self.menu, self.hwp)
-        base = attn_model.fixed_s(self.hwp, a.decode)
-        return select(choices, n, lambda c: base + attn_model.combine_s(self.eff, c.split))
+    def price(self, values: Mapping[str, np.ndarray], n: int, plan: tp.TilePlan | None = None,
+              work: PointWork | None = None) -> Timing:
+        """The kernel's Timing at the points: `price` of its Work there with `plan` (None: the roofline,
+        or the descriptor's kernel class)."""
+        work = self.work(values, n) if work is None else work
+        return price(work, self.hw, plan, self.kernel.kind, self.kernel.op)
 
 
 _ARRAY_FIELDS = ("batch", "m", "n", "k", "dram_bytes")
 
 
-def price_gemms(problems: Sequence[tuple[gemm_model.Gemm, int]], menu, hwp, eff) -> list[PointPrice | None]:
-    """Each (GEMM at n points, n) priced as KernelPricer prices one, the menu walked once per group:
-    problems alike in everything but their arrays (batch, M, N, K, DRAM bytes: the operand and output
-    bytes, the unit's peak and efficiency, L2 residency) are concatenated into one problem, which the
-    elementwise tile model prices point by point exactly as it prices each alone. None: no candidate."""
+def plan_gemms(problems: Sequence[tuple[gemm_model.Gemm, int]],
+               hw: HardwareDescriptor) -> list[tp.TilePlan | None]:
+    """Each (GEMM at n points, n) planned as plan.gemm_plan plans it alone, the menu walked once per
+    group: problems alike in everything but their arrays (batch, M, N, K, DRAM bytes: the operand and
+    output bytes, the unit's peak and efficiency, L2 residency, block scales) are concatenated into one
+    problem, which the elementwise tile model plans point by point exactly as each alone. None: no tile
+    (the caller plans the kernel's next plan)."""
+    menu, hwp = menu_for(hw.family), tp.hw_params(hw)
     groups: dict[tuple, list[int]] = {}
     for i, (g, _) in enumerate(problems):
-        key = (g.a_bytes, g.b_bytes, g.c_bytes, g.peak, g.eff_unit, bool(g.a_in_l2), bool(g.b_in_l2))
+        key = (g.a_bytes, g.b_bytes, g.c_bytes, g.peak, g.eff_unit, bool(g.a_in_l2), bool(g.b_in_l2),
+               g.scale_block)
         groups.setdefault(key, []).append(i)
-    out: list[PointPrice | None] = [None] * len(problems)
-    base = eff["launch_s"] + eff["mem_latency_s"]
+    out: list[tp.TilePlan | None] = [None] * len(problems)
     for idx in groups.values():
         sizes = [problems[i][1] for i in idx]
         arrays = {f: np.concatenate([np.broadcast_to(np.asarray(getattr(problems[i][0], f), dtype=float),
                                                      (problems[i][1],)) for i in idx])
                   for f in _ARRAY_FIELDS}
-        choices = gemm_model.candidates(replace(problems[idx[0]][0], **arrays), menu, hwp)
-        if not choices:
+        joined = replace(problems[idx[0]][0], **arrays)
+        plan = tp.gemm_plan(joined, None, None, hw, hwp, menu, NO_RESIDENCY)  # no tensor_util wanted
+        if plan is None:
             continue
-        p = select(choices, sum(sizes), lambda c: base + (eff["split_k_s"] if c.split > 1 else 0))
         ends = np.cumsum(sizes)
         for i, end, size in zip(idx, ends, sizes, strict=True):
-            out[i] = PointPrice(*(getattr(p, f.name)[end - size:end] for f in fields(PointPrice)))
+            out[i] = _sliced(plan, slice(end - size, end))
     return out
 
 
-def _arr(x: Any, n: int) -> np.ndarray:
-    return np.broadcast_to(np.asarray(tp.sm.num(x), dtype=float), (n,))
+def _sliced(plan: tp.TilePlan, part: slice) -> tp.TilePlan:
+    """The plan of some of its points."""
+    def cut(x: Any) -> Any:
+        return x[part] if isinstance(x, np.ndarray) and x.ndim == 1 else x
 
-
-def _where(mask: np.ndarray, a: PointPrice, b: PointPrice) -> PointPrice:
-    return PointPrice(*(np.where(mask, getattr(a, f.name), getattr(b, f.name)) for f in fields(PointPrice)))
-
-
-def finish(p: PointPrice, bound_s: np.ndarray, hw: HardwareDescriptor) -> np.ndarray:
-    """The kernel's estimate from its plan, as price._tiled: never below the bound, + op overhead."""
-    est = np.maximum(p.estimate_s, bound_s)
-    overhead = hw.efficiency.get("op_overhead_s")
-    return est + overhead if overhead else est
+    return replace(plan, tile=cut(plan.tile), ctas=cut(plan.ctas), waves=cut(plan.waves),
+                   wave_eff=cut(plan.wave_eff), tensor_util=cut(plan.tensor_util),
+                   estimate_s=cut(plan.estimate_s), limiter=cut(plan.limiter),
+                   terms={k: cut(v) for k, v in plan.terms.items()},
+                   parts={k: cut(v) for k, v in plan.parts.items()})
 
 
 def point_pricers(result, free: Sequence[str], kernels: Sequence) -> list[KernelPricer | None]:

@@ -1,29 +1,24 @@
 """A serving step priced at arrays of points: every (batch, past_seq) a serving sweep asks of the decode
 step, in one numpy pass, each point priced as `--dim batch=B --dim past_seq=P` prices it.
 
-Mechanism (the sweep's, estimator/study/sweep.py + estimator/pricing/points.py, without the symbolic
-pricing it starts from):
+The orchestration of the pricing core (estimator/pricing/points.py) for the steps' graphs:
 - the step's graphs (the folded 1- and 2-layer variants, estimator/serve/steps.py) are lowered once
   with the dims free by the same passes `estimate()` runs (estimate.lowered_graph); where some points
   set a dim to 1 a build with that dim bound prices them (binding a dim to 1 can change the graph: a
   transpose of a size-1 axis becomes a view), as study/sweep.Sweeper does;
 - every distinct kernel (full signature, shared by the variants: it carries the sum of weight x count)
   is priced at the distinct values of the dims its shapes use (a GEMM of the decode step once per
-  batch, not once per past length):
-    GEMM and attention: the tile model on arrays (points.KernelPricer: every menu candidate, each point
-      takes the candidate plan._best would);
-    collectives: estimator.pricing.price.price at each distinct message size (the collective model itself);
-    every other kernel: the streaming model (plan.stream_time) on arrays;
-  each composed as price._tiled composes a plan: estimate = max(plan estimate, roofline bound), plus the
-  descriptor's op overhead.
-NB: the pricing of price._tiled is mirrored here on arrays (no L2 residency: serving never warms its
-inputs); tests/test_step_points.py holds it equal to estimate() at bound dims (relative 1e-9). Only for
-descriptors with a tile model (plan.tiling_supported); steps.py keeps per-batch estimate() otherwise.
+  batch, not once per past length), by the pricing core at those arrays: its plan (a tile per point;
+  the tiled GEMMs of every build planned together, one menu walk per group of alike ones:
+  points.plan_gemms), then `price`; without tile pricing (--roofline, or a GPU without a tile model)
+  `price` with no plan, as `estimate()` prices such kernels; collectives by `price` at each distinct
+  message size.
+NB: no L2 residency (serving never warms its inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,10 +27,9 @@ import sympy
 
 from estimator.estimate import lowered_graph
 from estimator.ir import Graph
-from estimator.pricing.menu import menu_for
-from estimator.pricing.plan import hw_params, stream_time
-from estimator.pricing.points import KernelPricer, Lambdas, PointPrice, finish, price_gemms
-from estimator.pricing.price import peak_times, price
+from estimator.pricing.plan import tiling_supported
+from estimator.pricing.points import KernelPricer, Lambdas, PointWork, plan_gemms
+from estimator.pricing.price import price
 from hwdesc import HardwareDescriptor
 
 
@@ -48,7 +42,7 @@ class _Unit:
     kernel: Any
     weight: float
     dims: tuple[str, ...]
-    pricer: KernelPricer | None
+    pricer: KernelPricer
     context: bool
 
 
@@ -64,15 +58,15 @@ class _Build:
 
 @dataclass
 class _Gemm:
-    """A tiled GEMM kernel at its distinct points, waiting to be priced with the others (price_gemms)."""
+    """A tiled GEMM kernel at its distinct points, waiting to be planned with the others (plan_gemms)."""
 
     unit: _Unit
     problem: Any  # estimator.pricing.gemm.Gemm on arrays
     m: int
     mask: np.ndarray  # the evaluate() points of its build
     inverse: np.ndarray  # those points -> its distinct points
-    bound: np.ndarray
-    arr: Callable  # sympy expression -> array at its distinct points
+    at: dict[str, np.ndarray]  # its distinct points
+    work: PointWork
 
 
 def _add(out: tuple[np.ndarray, np.ndarray], u: _Unit, mask: np.ndarray, inverse: np.ndarray,
@@ -96,15 +90,18 @@ def _symbols(obj: Any, out: set) -> set:
 
 class StepPoints:
     """One serving step's GPU time at arrays of its dims. `variants`: (graph already at the deployed
-    precision, weight); `dims`: the dims the points give (the others must be bound or absent)."""
+    precision, weight); `dims`: the dims the points give (the others must be bound or absent); `tiling`:
+    kernels priced by the tile model where the GPU has one (else, and under --roofline, by `price`
+    with no plan)."""
 
     def __init__(self, variants: Sequence[tuple[Graph, int]], hw: HardwareDescriptor, pipeline: str,
-                 framework: str | None, dims: Sequence[str], context_kinds: Sequence[str] = ()) -> None:
+                 framework: str | None, dims: Sequence[str], context_kinds: Sequence[str] = (),
+                 tiling: bool = True) -> None:
         self.variants, self.hw, self.pipeline, self.framework = list(variants), hw, pipeline, framework
         self.dims, self.context_kinds = tuple(dims), tuple(context_kinds)
+        self.tiling = tiling and tiling_supported(hw)
         self._builds: dict[frozenset[str], _Build] = {}
         self._comm: dict[Hashable, float] = {}
-        self._menu, self._hwp = menu_for(hw.family), hw_params(hw)
 
     def _build(self, ones: frozenset[str]) -> _Build:
         hit = self._builds.get(ones)
@@ -124,8 +121,9 @@ class StepPoints:
                     continue
                 used = _symbols(key, set()) | _symbols(tuple(k.work.flops.values()), set())
                 used |= _symbols((k.work.dram_bytes, k.work.comm.nbytes if k.work.comm else None), set())
-                units[key] = _Unit(key, g, k, float(weight), tuple(d for d in free if d in used),
-                                   KernelPricer(g, k, self.hw, lam), k.kind in self.context_kinds)
+                pricer = KernelPricer(g, k, self.hw, lam, self.tiling)
+                units[key] = _Unit(key, g, k, float(weight), tuple(d for d in free if d in used), pricer,
+                                   k.kind in self.context_kinds)
         self._builds[ones] = hit = _Build(free, lam, list(units.values()), kernels)
         return hit
 
@@ -145,10 +143,12 @@ class StepPoints:
             build = self._build(ones)
             self._price_build(build, {d: flat[d][mask] for d in build.free}, mask, out, gemms)
             kernels[mask] = build.kernels
-        priced = price_gemms([(g.problem, g.m) for g in gemms], self._menu, self._hwp, self.hw.efficiency)
-        for g, p in zip(gemms, priced, strict=True):
-            est = self._stream(g.unit, g.arr, g.bound) if p is None else finish(p, g.bound, self.hw)
-            _add(out, g.unit, g.mask, g.inverse, est)
+        plans = plan_gemms([(g.problem, g.m) for g in gemms], self.hw)
+        for g, plan in zip(gemms, plans, strict=True):
+            pricer = g.unit.pricer
+            if plan is None:  # no GEMM tile: the kernel's next plan
+                plan = pricer.plan(g.at, g.m, g.work, gemm=False)
+            _add(out, g.unit, g.mask, g.inverse, pricer.price(g.at, g.m, plan, g.work).estimate_s)
         return out[0], out[1], kernels
 
     def _price_build(self, build: _Build, values: dict[str, np.ndarray], mask: np.ndarray,
@@ -165,31 +165,21 @@ class StepPoints:
                     first, inverse = np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
                 distinct[u.dims] = ({d: v[first] for d, v in values.items()}, inverse.ravel(), len(first))
             at, inverse, m = distinct[u.dims]
-
-            def arr(expr, at=at, m=m) -> np.ndarray:
-                return np.broadcast_to(np.asarray(build.lam(expr, at, m), dtype=float), (m,))
-
-            work = u.kernel.work
-            if work.comm is not None:
-                _add(out, u, mask, inverse, np.array([self._collective(u, b) for b in arr(work.comm.nbytes)]))
+            comm = u.kernel.work.comm
+            if comm is not None:
+                sizes = build.lam.array(comm.nbytes, at, m)
+                _add(out, u, mask, inverse, np.array([self._collective(u, b) for b in sizes]))
                 continue
-            units, memory_s = peak_times({ud: arr(f) for ud, f in work.flops.items()}, arr(work.dram_bytes),
-                                         self.hw)  # price._roofline's bound, on arrays
-            bound = np.maximum(np.maximum.reduce(units) if units else 0.0, memory_s)
-            problem = u.pricer.gemm_problem(at, m) if u.pricer is not None else None
+            work = u.pricer.work(at, m)
+            if not self.tiling:
+                _add(out, u, mask, inverse, u.pricer.price(at, m, None, work).estimate_s)
+                continue
+            problem = u.pricer.gemm_problem(at, m)
             if problem is not None:
-                gemms.append(_Gemm(u, problem, m, mask, inverse, bound, arr))
+                gemms.append(_Gemm(u, problem, m, mask, inverse, at, work))
                 continue
-            p = u.pricer.price(at, m) if u.pricer is not None else None  # attention
-            est = self._stream(u, arr, bound) if p is None else finish(p, bound, self.hw)
-            _add(out, u, mask, inverse, est)
-
-    def _stream(self, u: _Unit, arr, bound: np.ndarray) -> np.ndarray:
-        """The streaming plan's estimate (plan.stream_time), composed as price._tiled."""
-        flops = {ud: arr(f) for ud, f in u.kernel.work.flops.items()}
-        est = np.broadcast_to(np.asarray(stream_time(flops, arr(u.kernel.work.dram_bytes), 0, self.hw)[3],
-                                         dtype=float), bound.shape)
-        return finish(PointPrice(est, est, est, est), bound, self.hw)
+            plan = u.pricer.plan(at, m, work)  # attention, or the streaming model
+            _add(out, u, mask, inverse, u.pricer.price(at, m, plan, work).estimate_s)
 
     def _collective(self, u: _Unit, nbytes: float) -> float:
         key = (u.key, nbytes)

@@ -1,16 +1,16 @@
 """One GPU's priced serving steps: the decode step and the prefill step of a (sharded) decoder, as the
-estimator prices them, kept symbolic in their dims so the serving model can evaluate every step.
+estimator prices them, lowered once with their dims free so the serving model can price every step it
+asks.
 
 - decode: the decode graph, sharded (passes/shard_tp.py): the step's GPU time E_dec(batch, past_seq),
   its attention part E_ctx (kinds attention and movement: the score path and the cache append, which
   grow with the context) and its kernel count;
 - prefill: the prefill graph with logits for the last position only (passes/last_token_logits.py),
   sharded: E_pre(batch, seq) and its kernel count;
-- pricing: with tile plans on a GPU that has a tile model, every (batch, past_seq) or (batch, seq) asked
-  is priced as `--dim` prices it, many at once at arrays of points (estimator/serve/step_points.py;
-  `prefetch` takes the points a set of workloads will ask, estimator/serve/serving.py `prefetch`);
-  otherwise by `estimate()`: per batch with `past_seq` free (tiled, on a GPU without a tile model), or
-  once with every dim free (roofline pricing, `tiling=False`), lambdified;
+- pricing: every (batch, past_seq) or (batch, seq) asked is priced as `--dim` prices it, many at once at
+  arrays of points, by the one pricing core (estimator/serve/step_points.py; `prefetch` takes the points
+  a set of workloads will ask, estimator/serve/serving.py `prefetch`): with tile plans on a GPU that has
+  a tile model, else (`tiling=False`, or no tile model) by the roofline of the same core;
 - memory inputs: the sharded weights, the KV bytes per token, the activation peak at the framework's
   max tokens per step (estimator/serve/liveness.py).
 One price per kernel: these are the totals of the priced kernels, never a second model.
@@ -33,21 +33,21 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 import numpy as np
-import sympy
 
-from estimator.estimate import Result, estimate, group_totals, lowered_graph, weight_bytes
+import models
+from estimator.errors import UserError
+from estimator.estimate import lowered_graph, weight_bytes
 from estimator.frontends.onnx_import import import_model
-from estimator.ir import Expr, Graph, bind, dim
-from estimator.pricing.plan import tiling_supported
+from estimator.ir import Graph
+from estimator.precision import apply_precision, check_precision
 from estimator.serve.frameworks import Framework
-from estimator.serve.liveness import Liveness, liveness
+from estimator.serve.liveness import Liveness, cache_tensors, liveness
 from estimator.serve.memory import kv_bytes_per_token
 from estimator.serve.step_points import StepPoints
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
 from passes.shard_tp import shard_tp
 
-BATCH, SEQ, PAST = dim("batch"), dim("seq"), dim("past_seq")
 CONTEXT_KINDS = ("attention", "movement")  # decode kernels whose time grows with the context
 
 
@@ -75,38 +75,21 @@ class _Variant:
 
 class Steps:
     """Priced steps of one GPU, evaluated lazily and cached per point: a decode step per (batch, past),
-    a prefill step per (batch, seq) (see the module doc for the three ways they are priced)."""
+    a prefill step per (batch, seq), all priced at arrays of points (see the module doc)."""
 
     def __init__(self, variants: list[_Variant], opts: Options, decisions: tuple[str, ...],
                  layers: int = 0) -> None:
         self.variants, self.opts, self.decisions, self.layers = variants, opts, decisions, layers
-        self._decode: dict[int, tuple] = {}
         self._prefill: dict[tuple[int, int], float] = {}
-        self._symbolic = None  # roofline pricing: one expression per step in every dim
         act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
         self._points = _step_points(variants, opts)
         # batch -> past -> (E_dec, E_ctx, kernels) of the decode steps priced at points
         self._dec: dict[int, dict[int, tuple[float, float, int]]] = {}
-        if self._points is not None:  # lowered at the activation point, priced when asked
-            low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline)
-                   for v in variants]
-            act_graph, kernels = low[-1][0], low[-1][2].kernels
-            self.prefill_kernels = int(self._combine(len(x[2].kernels) for x in low))
-            self.weights_bytes = float(self._combine(float(weight_bytes(x[0])) for x in low))
-        else:
-            if opts.tiling:
-                first = [_price(v.prefill, opts, act) for v in variants]
-                self._prefill[(1, act["seq"])] = self._combine(float(r.totals["estimate_s"]) for r in first)
-                act_graph = first[-1].graph
-            else:
-                first = [_price(v.prefill, opts, {}) for v in variants]
-                self._symbolic = {"prefill": sympy.lambdify((BATCH, SEQ), sympy.Add(*(
-                    v.weight * r.totals["estimate_s"] for v, r in zip(variants, first, strict=True))),
-                    "numpy")}
-                act_graph = bind(first[-1].graph, act)
-            kernels = [k.kernel for k in first[-1].kernels]
-            self.prefill_kernels = int(self._combine(len(r.kernels) for r in first))
-            self.weights_bytes = float(self._combine(float(weight_bytes(r.graph)) for r in first))
+        # lowered at the activation point, priced when asked
+        low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline) for v in variants]
+        act_graph, kernels = low[-1][0], low[-1][2].kernels
+        self.prefill_kernels = int(self._combine(len(x[2].kernels) for x in low))
+        self.weights_bytes = float(self._combine(float(weight_bytes(x[0])) for x in low))
         self.activations: Liveness = liveness(act_graph, kernels)
         kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
         self.kv_per_token = float(self._combine(kv))
@@ -115,32 +98,9 @@ class Steps:
     def _combine(self, values) -> float:
         return sum(v.weight * x for v, x in zip(self.variants, values, strict=True))
 
-    def _decode_fns(self, batch: int):
-        if not self.opts.tiling:  # one expression in (batch, past_seq) for every batch
-            if "decode" not in self._symbolic:
-                self._symbolic["decode"] = self._decode_exprs({}, (BATCH, PAST))
-            fns = self._symbolic["decode"]
-            return (lambda past: fns[0](batch, past)), (lambda past: fns[1](batch, past))
-        hit = self._decode.get(batch)
-        if hit is None:
-            hit = self._decode_exprs({"batch": batch}, PAST)
-            self._decode[batch] = hit
-        return hit
-
-    def _decode_exprs(self, dims: dict[str, int], args):
-        """Lambdified (E_dec, E_ctx) of the decode step with `dims` bound, in `args`."""
-        results = [_price(v.decode, self.opts, dims) for v in self.variants]
-        pairs = list(zip(self.variants, results, strict=True))
-        total = sympy.Add(*(v.weight * r.totals["estimate_s"] for v, r in pairs))
-        ctx = sympy.Add(*(v.weight * _context_part(r) for v, r in pairs))
-        self.decode_kernels = int(self._combine(len(r.kernels) for r in results))
-        return sympy.lambdify(args, total, "numpy"), sympy.lambdify(args, ctx, "numpy")
-
     def prefetch(self, decode=(), prefill=()) -> None:
         """Price, in one pass at arrays of points (estimator/serve/step_points.py), every decode step
         (batch, array of past lengths) and prefill step (batch, seq) asked that is not priced yet."""
-        if self._points is None:
-            return
         need = list(dict.fromkeys((int(b), int(p)) for b, ps in decode for p in np.ravel(ps)
                                   if int(p) not in self._dec.get(int(b), {})))
         if need:
@@ -167,70 +127,38 @@ class Steps:
 
     def decode(self, batch: int, past) -> np.ndarray:
         """E_dec at `batch` over an array (or a number) of past lengths."""
-        if self._points is not None:
-            return self._decode_points(batch, past, 0)
-        return _as_array(self._decode_fns(batch)[0](past), past)
+        return self._decode_points(batch, past, 0)
 
     def decode_context(self, batch: int, past) -> np.ndarray:
-        if self._points is not None:
-            return self._decode_points(batch, past, 1)
-        return _as_array(self._decode_fns(batch)[1](past), past)
+        return self._decode_points(batch, past, 1)
 
     def prefill(self, batch: int, seq: int) -> float:
         key = (batch, seq)
-        if self._symbolic is not None:
-            return float(self._symbolic["prefill"](batch, seq))
-        if self._points is not None:
-            self.prefetch(prefill=[key])
-        if key not in self._prefill:
-            self._prefill[key] = self._combine(
-                float(_price(v.prefill, self.opts, {"batch": batch, "seq": seq}).totals["estimate_s"])
-                for v in self.variants)
+        self.prefetch(prefill=[key])
         return self._prefill[key]
-
-
-def _as_array(value, like) -> np.ndarray:
-    return np.broadcast_to(np.asarray(value, dtype=float), np.shape(like)).astype(float)
 
 
 def _retyped(graph: Graph, opts: Options) -> Graph:
     """`graph` at the deployed precision, its KV cache (past inputs, presents) at --kv-precision."""
-    from dataclasses import replace as _replace
-
-    from estimator.precision import apply_precision, check_precision
-    from estimator.serve.liveness import cache_tensors
-
     g = apply_precision(graph, opts.precision, opts.hw) if opts.precision else graph
     if opts.kv_precision:
         kv = check_precision(opts.kv_precision, opts.hw)
-        g = g.with_tensors({n: _replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
+        g = g.with_tensors({n: replace(g.tensors[n], dtype=kv) for n in cache_tensors(g) if n in g.tensors})
     return g
 
 
-def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoints] | None:
-    """The decode and prefill steps at arrays of points, where tile pricing on this GPU allows."""
-    if not (opts.tiling and tiling_supported(opts.hw)):
-        return None
+def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoints]:
+    """The decode and prefill steps at arrays of points."""
     fw = opts.framework.name if opts.framework.custom_allreduce else None
 
     def step(attr: str, dims: tuple[str, ...], kinds: tuple[str, ...]) -> StepPoints:
         graphs = [(_retyped(getattr(v, attr), opts), v.weight) for v in variants]
         present = {s.name for s in graphs[0][0].free_symbols()}
-        return StepPoints(graphs, opts.hw, opts.pipeline, fw, [d for d in dims if d in present], kinds)
+        return StepPoints(graphs, opts.hw, opts.pipeline, fw, [d for d in dims if d in present], kinds,
+                          opts.tiling)
 
     return {"decode": step("decode", ("batch", "past_seq"), CONTEXT_KINDS),
             "prefill": step("prefill", ("batch", "seq"), ())}
-
-
-def _price(graph: Graph, opts: Options, dims: dict[str, int]) -> Result:
-    return estimate(_retyped(graph, opts), opts.hw, dims=dims, pipeline=opts.pipeline,
-                    roofline=not opts.tiling,
-                    framework=opts.framework.name if opts.framework.custom_allreduce else None)
-
-
-def _context_part(result: Result) -> Expr:
-    groups = group_totals(result, "kind")
-    return sympy.Add(*(groups[k]["estimate_s"] for k in CONTEXT_KINDS if k in groups))
 
 
 def sharded_variant(decode: Graph, prefill: Graph, tp: int, weight: int = 1) -> tuple[_Variant, tuple]:
@@ -241,8 +169,6 @@ def sharded_variant(decode: Graph, prefill: Graph, tp: int, weight: int = 1) -> 
 
 def bundled_config(name: str):
     """(family build function, config, layer count) of a bundled decoder model, or None."""
-    import models
-
     base = name.removesuffix("-decode")
     builder = models._BUILDERS.get(base)  # noqa: SLF001  (the registry's builders are partials)
     if not isinstance(builder, partial) or len(builder.args) != 3 \
@@ -279,13 +205,9 @@ def fold_depths(cfg, layers: int, max_period: int = 4) -> list[tuple[int, int]]:
 
 def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
     """Steps of a bundled decoder model (prefill and decode graphs built here)."""
-    import models
-
     base = name.removesuffix("-decode")
     found = bundled_config(base)
     if found is None or f"{base}-decode" not in models.MODELS:
-        from estimator.errors import UserError
-
         raise UserError(f"--serve needs a bundled decoder model with a -decode variant, not {name!r}")
     layers = found[2]
     depths = fold_depths(found[1], layers) if fold_layers else [(layers, 1)]

@@ -25,7 +25,7 @@ import sympy
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
-from estimator.pricing.points import finish, point_pricers
+from estimator.pricing.points import point_pricers
 from estimator.study.crossover import groups
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
@@ -191,8 +191,8 @@ class Compiled:
         self.width = len(_FIELDS) + len(self.limiters)
         self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
         self.counts = np.array([g.count for g in self.groups], dtype=float)
-        # Tile-planned kernels are priced per point by the tile model itself (estimator/pricing/points.py):
-        # their symbolic formula holds the tile chosen at one size only.
+        # Tile-planned kernels are priced per point by the pricing core at arrays (estimator/pricing/
+        # points.py): their symbolic formula holds the tile chosen at one size only.
         self._pricers = point_pricers(result, self.free, [g.kernel for g in self.groups])
         self._masks = {attr: self._group_masks(attr) for attr in ("kind", "scope")}
 
@@ -208,10 +208,11 @@ class Compiled:
             return
         at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
         for i, pricer in enumerate(self._pricers):
-            p = pricer.price(values, n) if pricer is not None else None
-            if p is not None:
-                m[i, 0] = finish(p, m[i, 1], self.result.hw)
-                for name, v in p.parts().items():
+            work = pricer.work(values, n) if pricer is not None else None
+            plan = pricer.tile_plan(values, n, work) if pricer is not None else None
+            if plan is not None:  # the pricing core at the points (estimator/pricing/points.py)
+                m[i, 0] = pricer.price(values, n, plan, work).estimate_s
+                for name, v in plan.parts.items():
                     if name in at:
                         m[i, at[name]] = v
             elif "launch" in at:  # a stream plan: its terms include the fixed part
