@@ -184,9 +184,9 @@ def html_numbers(page: str) -> dict[str, list[list]]:
 def collect(tree: Path, names: list[str], fresh: bool) -> dict[str, object]:
     """name -> what the comparison sees: the JSON printed ({"json", "html"} for a report command), or
     {"exit", "stderr"} when the command failed."""
-    groups: dict[str, list[str]] = {}
+    groups: dict[str, list[str]] = {}  # a fresh process per key: each of the ten, each model of the matrix
     for name in names:
-        key = name if fresh or name in COMMANDS else name.split(".")[0]
+        key = name if fresh or name in COMMANDS else f"{name.split('.')[0]}.*"
         groups.setdefault(key, []).append(name)
     out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:

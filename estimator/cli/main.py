@@ -162,25 +162,26 @@ def list_models() -> str:
 
 def load_graph(args: argparse.Namespace, dims: dict[str, int]):
     """The IR graph for the MODEL path or --model NAME, and the dims to bind."""
-    from estimator.frontends.onnx_import import import_file, import_model
-
     if args.model_path and args.model_name:
         raise UsageError("give either MODEL or --model NAME, not both")
     if args.model_name:
-        import models
-
-        if args.model_name not in models.MODELS:
-            known = ", ".join(sorted(models.MODELS))
-            raise UsageError(f"unknown model {args.model_name!r}; known: {known}")
-        spec = models.MODELS[args.model_name]
         if (getattr(args, "expert_parallel", None) or 1) > 1:  # estimator/cli/hf.py
+            import models
             from estimator.cli.hf import load_named_graph
 
+            _known_model(args.model_name)
             graph = load_named_graph(args, args.model_name)
+            defaults = models.MODELS[args.model_name].default_dims
         else:
-            graph = import_model(spec.build())
+            # from the graph cache when it holds the model: no onnx import (estimator/frontends/bundled.py)
+            from estimator.frontends.bundled import bundled_graph
+
+            found = bundled_graph(args.model_name)
+            if found is None:
+                _known_model(args.model_name)
+            graph, defaults = found
         if not args.symbolic:
-            dims = {**spec.default_dims, **dims}
+            dims = {**defaults, **dims}
         return graph, dims
     if getattr(args, "hf_config", None):  # --hf-config config.json (estimator/cli/hf.py)
         from estimator.cli.hf import load_hf_graph
@@ -202,7 +203,16 @@ def load_graph(args: argparse.Namespace, dims: dict[str, int]):
         graph = import_mlir_file(args.model_path)
         check_dim_ranges(graph, dims)
         return graph, dims
+    from estimator.frontends.onnx_import import import_file
+
     return import_file(args.model_path), dims
+
+
+def _known_model(name: str) -> None:
+    import models
+
+    if name not in models.MODELS:
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(models.MODELS))}")
 
 
 def run(argv: list[str] | None) -> int:
