@@ -5,7 +5,7 @@ processes of one or more source trees, medians of --runs, with the load average 
 Targets (2-core machine): `estimate --model llama-3-8b --arch b200 --json` <= 1.0 s, `estimate
 --list-archs` <= 0.3 s. The 10,000-point sweep target is tools/bench_sweep.py's.
 
-    python tools/bench_startup.py [--runs 5] [--tree PATH ...] [--cold] [--compile]
+    python tools/bench_startup.py [--runs 5] [--tree PATH ...] [--cold] [--compile] [--only model|list-archs]
 
 Each run is `python -m estimator.cli ...` in the tree (cwd and PYTHONPATH), the runs of the trees
 interleaved so that a change of the machine's load falls on all of them. CPU time is the process's user
@@ -53,7 +53,9 @@ def main() -> int:
     ap.add_argument("--tree", type=Path, action="append", help="source tree (repeatable; default: this one)")
     ap.add_argument("--cold", action="store_true", help="an empty graph cache for every run")
     ap.add_argument("--compile", action="store_true", help="write each tree's bytecode first")
+    ap.add_argument("--only", choices=("model", "list-archs"), help="one of the two commands")
     args = ap.parse_args()
+    commands = [c for c in COMMANDS if args.only is None or (args.only == "model") == (c[0][0] == "--model")]
     trees = [t.resolve() for t in args.tree or [ROOT]]
     if args.compile:
         for tree in trees:
@@ -63,7 +65,7 @@ def main() -> int:
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         rows = []
-        for argv, target in COMMANDS:
+        for argv, target in commands:
             caches = {tree: f"{tmp}/{i}" for i, tree in enumerate(trees)}
             for tree in trees:
                 run_once(tree, argv, caches[tree])  # warm-up: the OS file cache, and the graph cache
