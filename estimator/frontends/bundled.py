@@ -81,12 +81,17 @@ def _tree_tag() -> str:
 
 @functools.cache
 def _source_tag() -> str:
+    return source_digest(_ROOT)
+
+
+def source_digest(root: Path) -> str:
+    """Digest of what a bundled model's graph is made from, under source tree `root`."""
     h = hashlib.sha256(sys.version.encode())
-    sources = [*sorted((_ROOT / "models").rglob("*.py")),
-               *sorted((_ROOT / "estimator" / "frontends").rglob("*.py")),
-               *sorted((_ROOT / "estimator").glob("*.py"))]
+    sources = [*sorted((root / "models").rglob("*.py")),
+               *sorted((root / "estimator" / "frontends").rglob("*.py")),
+               *sorted((root / "estimator").glob("*.py"))]
     for src in sources:
-        h.update(str(src.relative_to(_ROOT)).encode())
+        h.update(str(src.relative_to(root)).encode())
         h.update(src.read_bytes())
     for package in THIRD_PARTY:
         spec = importlib.util.find_spec(package)
