@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,14 +182,13 @@ def html_numbers(page: str) -> dict[str, list[list]]:
     return {"text": _tokens(_SVG.sub(" ", page)), "figures": _tokens(figures)}
 
 
-def collect(tree: Path, names: list[str], fresh: bool) -> dict[str, object]:
-    """name -> what the comparison sees: the JSON printed ({"json", "html"} for a report command), or
-    {"exit", "stderr"} when the command failed."""
+def collect(tree: Path, names: list[str], fresh: bool) -> Iterator[tuple[str, object]]:
+    """(name, what the comparison sees) as each process ends: the JSON printed ({"json", "html"} for a
+    report command), or {"exit", "stderr"} when the command failed."""
     groups: dict[str, list[str]] = {}  # a fresh process per key: each of the ten, each model of the matrix
     for name in names:
         key = name if fresh or name in COMMANDS else f"{name.split('.')[0]}.*"
         groups.setdefault(key, []).append(name)
-    out: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for key, members in groups.items():
             argvs = [[a.replace(REPORT, f"{tmp}/{n}.html") for a in ALL[n]] + ["--json"] for n in members]
@@ -202,13 +202,12 @@ def collect(tree: Path, names: list[str], fresh: bool) -> dict[str, object]:
                   f"{'; CPU s of each: ' + cpu if cpu else ''})", file=sys.stderr)
             for name, res in zip(members, results, strict=True):
                 if res["exit"] != 0:
-                    out[name] = {"exit": res["exit"], "stderr": res["stderr"].strip()[-400:]}
+                    yield name, {"exit": res["exit"], "stderr": res["stderr"].strip()[-400:]}
                     continue
                 doc = json.loads(res["stdout"])
                 page = Path(f"{tmp}/{name}.html")
-                out[name] = {"json": doc, "html": html_numbers(page.read_text())} if REPORT in ALL[name] \
+                yield name, {"json": doc, "html": html_numbers(page.read_text())} if REPORT in ALL[name] \
                     else doc
-    return out
 
 
 # -- the comparison -----------------------------------------------------------------------------------
@@ -302,20 +301,20 @@ def main() -> int:
                   f"{' ...' if len(missing) > 5 else ''}; --save it first or narrow --only", file=sys.stderr)
             return 2
     t0 = time.perf_counter()
-    got = collect(args.tree.resolve(), names, args.fresh)
     bad = 0
-    for name in names:
-        if args.save:
+    for name, got in collect(args.tree.resolve(), names, args.fresh):
+        if args.save:  # each file as its process ends: an interrupted run keeps what it saved
             args.save.mkdir(parents=True, exist_ok=True)
-            (args.save / f"{name}.json").write_text(json.dumps(got[name], indent=1, sort_keys=True))
-            failed = isinstance(got[name], dict) and "exit" in got[name]
-            print(f"{name}: saved{' (the command failed: ' + str(got[name]['exit']) + ')' if failed else ''}")
+            (args.save / f"{name}.json").write_text(json.dumps(got, indent=1, sort_keys=True))
+            failed = isinstance(got, dict) and "exit" in got
+            print(f"{name}: saved{' (the command failed: ' + str(got['exit']) + ')' if failed else ''}",
+                  flush=True)
             continue
         before = json.loads((args.against / f"{name}.json").read_text())
-        diffs, worst = compare(before, got[name], args.rel)
+        diffs, worst = compare(before, got, args.rel)
         bad += bool(diffs)
         status = "same" if not diffs else f"{len(diffs)} difference(s)"
-        print(f"{name}: {status} (largest relative difference of a number: {worst:.3g})")
+        print(f"{name}: {status} (largest relative difference of a number: {worst:.3g})", flush=True)
         for d in diffs[:20]:
             print(f"  {d}")
     print(f"{len(names)} command(s) in {time.perf_counter() - t0:.0f} s"
