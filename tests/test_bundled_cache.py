@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.delenv(bundled.OFF_ENV, raising=False)
+    monkeypatch.delenv(bundled.CACHE_ENV, raising=False)  # conftest.py points it at the session's folder
     return tmp_path / "gpu-estimator" / "graphs"
 
 
@@ -65,9 +65,15 @@ def test_a_new_source_tag_replaces_the_older_file(cache, monkeypatch):
 
 
 def test_the_off_switch_writes_nothing(cache, monkeypatch):
-    monkeypatch.setenv(bundled.OFF_ENV, "0")
+    monkeypatch.setenv(bundled.CACHE_ENV, "0")
     graph, _ = bundled.bundled_graph("llama-tiny")
     assert graph.tensors and not cache.exists()
+
+
+def test_a_folder_of_ones_own(tmp_path, monkeypatch):
+    monkeypatch.setenv(bundled.CACHE_ENV, str(tmp_path / "mine"))
+    bundled.bundled_graph("llama-tiny")
+    assert len(list((tmp_path / "mine").glob("llama-tiny-*.pickle"))) == 1
 
 
 def test_the_digest_follows_the_builders_frontends_and_ir_source(tmp_path):
@@ -98,8 +104,7 @@ def _cli(env: dict, *argv: str) -> tuple[dict, list[str]]:
 
 
 def test_a_cached_cli_run_prints_the_same_and_imports_no_onnx(tmp_path):
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    env.pop(bundled.OFF_ENV, None)
+    env = {**os.environ, bundled.CACHE_ENV: str(tmp_path), "PYTHONPATH": str(ROOT)}
     argv = ("--model", "llama-tiny-decode", "--arch", "b200", "--json")
     first, imported = _cli(env, *argv)  # builds (onnx) and writes
     assert "onnx" in imported

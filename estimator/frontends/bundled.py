@@ -15,8 +15,8 @@ afresh; writing a file removes that model's older files of the same source tree.
 the graph a fresh build would give (tools/check_same_numbers.py compares the two).
 
 Location: `$XDG_CACHE_HOME/gpu-estimator/graphs/` (else `~/.cache/...`), beside the host descriptor
-(estimator/truth/host.py). `GPU_ESTIMATOR_GRAPH_CACHE=0` turns the cache off; an unwritable folder only
-means every run builds.
+(estimator/truth/host.py), or the folder `GPU_ESTIMATOR_GRAPH_CACHE` names (the tests use one of their
+own); `GPU_ESTIMATOR_GRAPH_CACHE=0` turns the cache off. An unwritable folder only means every run builds.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from estimator.ir import Graph, Node
 
-OFF_ENV = "GPU_ESTIMATOR_GRAPH_CACHE"
+CACHE_ENV = "GPU_ESTIMATOR_GRAPH_CACHE"  # a folder, or 0: no cache
 THIRD_PARTY = ("onnx", "sympy", "numpy", "networkx")  # what the build, the import and the pickle rely on
 _ROOT = Path(__file__).resolve().parents[2]  # the source tree holding estimator/ and models/
 
@@ -61,16 +61,22 @@ def bundled_graph(name: str) -> tuple[Graph, dict[str, int]] | None:
     return graph, dims
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """The cache folder, None when the cache is off."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen == "0":
+        return None
+    if chosen:
+        return Path(chosen)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "gpu-estimator" / "graphs"
 
 
 def _path(name: str) -> Path | None:
-    if os.environ.get(OFF_ENV, "1") == "0" or not name.replace("-", "").replace(".", "").replace(
-            "_", "").isalnum():
+    folder = cache_dir()
+    if folder is None or not name.replace("-", "").replace(".", "").replace("_", "").isalnum():
         return None
-    return cache_dir() / f"{name}-{_tree_tag()}-{_source_tag()}.pickle"
+    return folder / f"{name}-{_tree_tag()}-{_source_tag()}.pickle"
 
 
 @functools.cache
