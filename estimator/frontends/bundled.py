@@ -17,6 +17,7 @@ the graph a fresh build would give (tools/check_same_numbers.py compares the two
 Location: `$XDG_CACHE_HOME/gpu-estimator/graphs/` (else `~/.cache/...`), beside the host descriptor
 (estimator/truth/host.py), or the folder `GPU_ESTIMATOR_GRAPH_CACHE` names (the tests use one of their
 own); `GPU_ESTIMATOR_GRAPH_CACHE=0` turns the cache off. An unwritable folder only means every run builds.
+NB: the files are pickles, loaded as code would be: the folder must be one only its user writes to.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def bundled_graph(name: str) -> tuple[Graph, dict[str, int]] | None:
             return graph, dims
         except Exception:  # a truncated or foreign file: build afresh (and overwrite it)
             pass
+    # NB: imported on a miss only, not to break a cycle: the builders and the ONNX import both import onnx
+    # (and with it ml_dtypes), the start-up a hit exists to save
     import models
     from estimator.frontends.onnx_import import import_model
 
