@@ -187,7 +187,7 @@ def collect(tree: Path, names: list[str], fresh: bool) -> Iterator[tuple[str, ob
     report command), or {"exit", "stderr"} when the command failed."""
     groups: dict[str, list[str]] = {}  # a fresh process per key: each of the ten, each model of the matrix
     for name in names:
-        key = name if fresh or name in COMMANDS else f"{name.split('.')[0]}.*"
+        key = name if fresh or name in COMMANDS else f"{name.rsplit('.', 2)[0]}.*"  # MODEL.ARCH.MODE
         groups.setdefault(key, []).append(name)
     with tempfile.TemporaryDirectory() as tmp:
         for key, members in groups.items():
