@@ -78,9 +78,9 @@ def main() -> int:
                 walls, cpus = zip(*times[tree], strict=True)
                 rows.append((" ".join(argv), tree, statistics.median(walls), statistics.median(cpus), target))
     load1 = os.getloadavg()
-    print(f"{'command':<44}{'tree':<28}{'wall s':>8}{'cpu s':>8}{'target s':>10}")
+    print(f"{'command':<50}{'tree':<28}{'wall s':>8}{'cpu s':>8}{'target s':>10}")
     for argv, tree, wall, cpu, target in rows:
-        print(f"{'estimate ' + argv:<44}{str(tree)[-27:]:<28}{wall:>8.2f}{cpu:>8.2f}{target:>10.1f}")
+        print(f"{'estimate ' + argv:<50}{str(tree)[-27:]:<28}{wall:>8.2f}{cpu:>8.2f}{target:>10.1f}")
     cold = ", each with an empty graph cache" if args.cold else ""
     print(f"(median of {args.runs} fresh processes each{cold}; "
           f"load average {load0[0]:.2f} before, {load1[0]:.2f} after, on {os.cpu_count()} cores)")
