@@ -6,8 +6,9 @@ per precision family; `tensor_peak_key` maps a dtype to the key used in a hardwa
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sympy
-from onnx import TensorProto
 
 # Bytes per element. fp4 and int4 pack two elements per byte.
 DTYPE_BYTES: dict[str, sympy.Rational] = {
@@ -44,32 +45,41 @@ DTYPE_BYTES: dict[str, sympy.Rational] = {
 
 FLOAT_DTYPES = frozenset({"fp64", "fp32", "tf32", "bf16", "fp16", "fp8e4m3", "fp8e5m2", "fp4e2m1"})
 
-_ONNX_TO_NAME = {
-    TensorProto.FLOAT: "fp32",
-    TensorProto.DOUBLE: "fp64",
-    TensorProto.FLOAT16: "fp16",
-    TensorProto.BFLOAT16: "bf16",
-    TensorProto.FLOAT8E4M3FN: "fp8e4m3",
-    TensorProto.FLOAT8E4M3FNUZ: "fp8e4m3",
-    TensorProto.FLOAT8E5M2: "fp8e5m2",
-    TensorProto.FLOAT8E5M2FNUZ: "fp8e5m2",
-    TensorProto.INT8: "int8",
-    TensorProto.UINT8: "uint8",
-    TensorProto.INT16: "int16",
-    TensorProto.UINT16: "uint16",
-    TensorProto.INT32: "int32",
-    TensorProto.UINT32: "uint32",
-    TensorProto.INT64: "int64",
-    TensorProto.UINT64: "uint64",
-    TensorProto.BOOL: "bool",
-    TensorProto.STRING: "string",
-    TensorProto.COMPLEX64: "complex64",
-    TensorProto.COMPLEX128: "complex128",
-}
-for _attr, _name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uint4"),
-                     ("INT2", "int2"), ("UINT2", "uint2"), ("FLOAT8E8M0", "fp8e8m0")):
-    if hasattr(TensorProto, _attr):  # newer onnx only
-        _ONNX_TO_NAME[getattr(TensorProto, _attr)] = _name
+@lru_cache(maxsize=None)
+def _onnx_to_name() -> dict[int, str]:
+    """ONNX TensorProto element type -> dtype name. NB: onnx is imported here, on the first ONNX graph read,
+    not with this module: importing onnx imports ml_dtypes, ~0.4 s of a 1.5 s `estimate` start-up, and a
+    bundled model loaded from the graph cache (estimator/frontends/bundled.py) reads no ONNX."""
+    from onnx import TensorProto
+
+    names = {
+        TensorProto.FLOAT: "fp32",
+        TensorProto.DOUBLE: "fp64",
+        TensorProto.FLOAT16: "fp16",
+        TensorProto.BFLOAT16: "bf16",
+        TensorProto.FLOAT8E4M3FN: "fp8e4m3",
+        TensorProto.FLOAT8E4M3FNUZ: "fp8e4m3",
+        TensorProto.FLOAT8E5M2: "fp8e5m2",
+        TensorProto.FLOAT8E5M2FNUZ: "fp8e5m2",
+        TensorProto.INT8: "int8",
+        TensorProto.UINT8: "uint8",
+        TensorProto.INT16: "int16",
+        TensorProto.UINT16: "uint16",
+        TensorProto.INT32: "int32",
+        TensorProto.UINT32: "uint32",
+        TensorProto.INT64: "int64",
+        TensorProto.UINT64: "uint64",
+        TensorProto.BOOL: "bool",
+        TensorProto.STRING: "string",
+        TensorProto.COMPLEX64: "complex64",
+        TensorProto.COMPLEX128: "complex128",
+    }
+    for attr, name in (("FLOAT4E2M1", "fp4e2m1"), ("INT4", "int4"), ("UINT4", "uint4"),
+                       ("INT2", "int2"), ("UINT2", "uint2"), ("FLOAT8E8M0", "fp8e8m0")):
+        if hasattr(TensorProto, attr):  # newer onnx only
+            names[getattr(TensorProto, attr)] = name
+    return names
+
 
 # Block-scaled storage formats a weight-only GEMM reads and dequantizes in its mainloop (W4A16 on Hopper):
 # the tensor's bytes are values + scales, its math runs at the other operand's dtype. ONNX has no
@@ -106,7 +116,7 @@ _TENSOR_PEAK_KEY = {
 
 def from_onnx(elem_type: int) -> str:
     """The estimator's dtype name for an ONNX TensorProto element type ("undefined" if unknown)."""
-    return _ONNX_TO_NAME.get(elem_type, "undefined")
+    return _onnx_to_name().get(elem_type, "undefined")
 
 
 class DtypeError(ValueError):

@@ -3,6 +3,17 @@
 import onnx
 import pytest
 
+from estimator.frontends.bundled import CACHE_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _graph_cache(tmp_path_factory):
+    """The bundled models' graph cache (estimator/frontends/bundled.py) in a folder of the session's, not
+    the user's: each model is built once per session (CLI subprocesses inherit the variable)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(CACHE_ENV, str(tmp_path_factory.mktemp("graph-cache")))
+        yield
+
 
 @pytest.fixture(scope="session")
 def hf_exports():

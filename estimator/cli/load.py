@@ -10,26 +10,27 @@ from estimator.cli.options import Model, UsageError
 def load_graph(model: Model, dims: Mapping[str, int], defaults: bool = True):
     """The IR graph for the MODEL path or --model NAME (or --hf-config, --torch), and the dims to bind:
     `dims`, joined by a bundled model's default dims when `defaults` (not under --symbolic)."""
-    from estimator.frontends.onnx_import import import_file, import_model
-
     dims = dict(dims)
     if model.path and model.name:
         raise UsageError("give either MODEL or --model NAME, not both")
     if model.name:
-        import models
-
-        if model.name not in models.MODELS:
-            known = ", ".join(sorted(models.MODELS))
-            raise UsageError(f"unknown model {model.name!r}; known: {known}")
-        spec = models.MODELS[model.name]
         if (model.expert_parallel or 1) > 1:  # estimator/cli/hf.py
+            import models
             from estimator.cli.hf import load_named_graph
 
+            _known_model(model.name)
             graph = load_named_graph(model, model.name)
+            default_dims = models.MODELS[model.name].default_dims
         else:
-            graph = import_model(spec.build())
+            # from the graph cache when it holds the model: no onnx import (estimator/frontends/bundled.py)
+            from estimator.frontends.bundled import bundled_graph
+
+            found = bundled_graph(model.name)
+            if found is None:
+                _known_model(model.name)
+            graph, default_dims = found
         if defaults:
-            dims = {**spec.default_dims, **dims}
+            dims = {**default_dims, **dims}
         return graph, dims
     if model.hf_config:  # --hf-config config.json (estimator/cli/hf.py)
         from estimator.cli.hf import load_hf_graph
@@ -51,4 +52,13 @@ def load_graph(model: Model, dims: Mapping[str, int], defaults: bool = True):
         graph = import_mlir_file(model.path)
         check_dim_ranges(graph, dims)
         return graph, dims
+    from estimator.frontends.onnx_import import import_file
+
     return import_file(model.path), dims
+
+
+def _known_model(name: str) -> None:
+    import models
+
+    if name not in models.MODELS:
+        raise UsageError(f"unknown model {name!r}; known: {', '.join(sorted(models.MODELS))}")
