@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.machinery
+import importlib.util
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -42,15 +44,32 @@ def run(opts: Options) -> int | None:
     return None
 
 
+def _import_user_module(name: str):
+    """Import `name` (dotted) as `python -m` would from the working directory: its top-level package or
+    module is looked up in the working directory first, then on sys.path, without adding the working
+    directory to sys.path (a module next to the caller is importable; its own top-level imports of
+    neighbours must be on PYTHONPATH, as for any installed package)."""
+    top = name.partition(".")[0]
+    if top not in sys.modules:
+        spec = importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+        if spec is not None and spec.loader is not None:
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[top] = module
+            try:
+                spec.loader.exec_module(module)
+            except BaseException:
+                del sys.modules[top]
+                raise
+    return importlib.import_module(name)
+
+
 def load_factory(spec: str):
     """Import `package.module` and call its `factory`; (module, example_args, dynamic_shapes)."""
     mod_name, sep, attr = spec.partition(":")
     if not sep or not mod_name or not attr:
         raise TorchSpecError(f"--torch {spec!r}: expected MODULE:FACTORY, e.g. my_models.blocks:llama_block")
-    if os.getcwd() not in sys.path:  # like `python -m`: modules next to the caller are importable
-        sys.path.insert(0, os.getcwd())
     try:
-        mod = importlib.import_module(mod_name)
+        mod = _import_user_module(mod_name)
     except ImportError as exc:
         raise TorchSpecError(f"--torch {spec!r}: cannot import {mod_name} ({exc})") from None
     factory = getattr(mod, attr, None)
