@@ -11,16 +11,21 @@
 
 Anything else (empty, truncated, another tool's file, nsys's column-aligned console text) is a
 ProfileError saying why.
+
+JSON is streamed (json_stream.py: only the events the readers use are kept) and a gzip file is inflated
+chunk by chunk up to DECOMPRESSED_BYTES (estimator/input_limits.py), so a small file that inflates to
+many GB is refused at the limit, in constant memory.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import zlib
+from collections.abc import Callable
 
-from estimator.profile import ncu_csv, ncu_rep, nsys_csv, nsys_sqlite, ort_json, torch_trace
+from estimator.input_limits import DECOMPRESSED_BYTES
+from estimator.profile import json_stream, ncu_csv, ncu_rep, nsys_csv, nsys_sqlite, ort_json, torch_trace
 from estimator.profile.record import Profile, ProfileError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -40,24 +45,44 @@ def load(path: str) -> Profile:
     if head.startswith(NCU_MAGIC):
         return ncu_rep.read(path)
     if head.startswith(GZIP_MAGIC):
-        try:
-            with gzip.open(path, "rb") as f:
-                data = f.read()
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ProfileError(f"{path}: a damaged or truncated gzip file ({exc})") from None
-        return _json(path, data)
+        with gzip.open(path, "rb") as f:
+            return _json(path, _inflating(f, path))
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     if text.lstrip()[:1] in ("[", "{"):
         with open(path, "rb") as f:
-            return _json(path, f.read())
+            return _json(path, f.read)
     return _text(path, text)
 
 
-def _json(path: str, data: bytes) -> Profile:
-    try:
-        doc = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProfileError(f"{path}: not valid JSON, truncated? ({exc})") from None
+def _inflating(f: gzip.GzipFile, path: str) -> Callable[[int], bytes]:
+    """`read(n)` of the inflated text, refused past DECOMPRESSED_BYTES (GzipFile.read(n) inflates at most
+    n bytes, so memory stays one chunk)."""
+    limit, total = DECOMPRESSED_BYTES.value(), 0
+
+    def read(n: int) -> bytes:
+        nonlocal total
+        try:
+            data = f.read(min(n, limit + 1 - total))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ProfileError(f"{path}: a damaged or truncated gzip file ({exc})") from None
+        total += len(data)
+        if total > limit:
+            raise DECOMPRESSED_BYTES.refuse(path, "a gzip bomb?")
+        return data
+
+    return read
+
+
+def keep_event(e: object) -> bool:
+    """The events either JSON reader uses (torch_trace.CATEGORIES, ort_json.CATEGORIES)."""
+    return isinstance(e, dict) and str(e.get("cat", "")).lower() in _CATEGORIES
+
+
+_CATEGORIES = frozenset(c.lower() for c in (*torch_trace.CATEGORIES, *ort_json.CATEGORIES))
+
+
+def _json(path: str, read: Callable[[int], bytes]) -> Profile:
+    doc = json_stream.parse(read, path, keep_event)
     if torch_trace.looks_like(doc):
         return torch_trace.read_doc(path, doc)
     if ort_json.looks_like(doc):
