@@ -5,6 +5,7 @@ Every action (kernel launch) of every range becomes one MeasuredKernel with all 
 as counters (base units: ns, byte, byte/s, hz, %). An action whose duration is NaN (a replay that
 collected nothing) is left out with a warning. The GPU comes from the `device__attribute_*` metrics;
 its DRAM peak is `dram__bytes.sum.peak_sustained` (bytes/cycle) x `dram__cycles_elapsed.avg.per_second`.
+A report is at most INPUT_BYTES, its actions at most RECORDS (estimator/input_limits.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import math
 from types import MappingProxyType
 
+from estimator.errors import UserError
+from estimator.input_limits import Counter, check_size
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
@@ -68,16 +71,29 @@ def _gpu(action, c: dict[str, float]) -> GpuInfo:
 
 def read(path: str) -> Profile:
     rep = _module()
+    check_size(path)  # the module reads the whole report into memory
     try:
         ctx = rep.load_report(path)
     except Exception as exc:  # the module raises its own types for unreadable files
         raise ProfileError(f"{path}: Nsight Compute cannot read this report ({exc})") from None
+    try:
+        return _read(path, ctx)
+    except UserError:
+        raise
+    except (TypeError, ValueError, AttributeError, OverflowError, RuntimeError) as exc:
+        raise ProfileError(f"{path}: Nsight Compute reads this report, but its contents are malformed "
+                           f"({type(exc).__name__}: {exc})") from None
+
+
+def _read(path: str, ctx) -> Profile:
+    counter = Counter(path)
     if ctx.num_ranges() == 0:
         raise ProfileError(f"{path}: the .ncu-rep holds no ranges (truncated, or not a finished report)")
     kernels, warnings, gpu = [], [], None
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for j in range(rng.num_actions()):
+            counter.add()
             action = rng.action_by_idx(j)
             full = action.name(action.NameBase_DEMANGLED)
             c = _numbers(action)

@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from estimator.errors import UserError
 from estimator.sass import tools
+
+LINE_CHARS = 1 << 14  # nvdisasm's lines are < 300 characters; the instruction pattern is quadratic in one
 
 _INS_RE = re.compile(
     r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*.*?\*\))?\s*;"
@@ -69,7 +72,10 @@ def parse(text: str) -> Disassembly:
     current: Function | None = None
     pending_labels: list[str] = []
     last: Instruction | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
+        if len(line) > LINE_CHARS:
+            raise UserError(f"line {number} of the listing is {len(line):,} characters long (at most "
+                            f"{LINE_CHARS:,}): not nvdisasm output")
         if not sm and (m := _TARGET_RE.match(line)):
             sm = m.group(1)
             continue

@@ -41,6 +41,8 @@ EIATTR = {
     0x54: "REG_RECONFIG",
 }
 _FMT_SVAL = 0x04
+_SYM_BYTES = 24  # an Elf64_Sym
+NAME_BYTES = 1 << 16  # a section or symbol name (a mangled template name is a few KB at most)
 _EM_CUDA = 190
 _SHT_NOBITS = 8
 
@@ -119,7 +121,8 @@ def _read(data: bytes) -> ElfModule:
 
 
 def _cstr(data: bytes, off: int) -> str:
-    return data[off : data.index(b"\0", off)].decode("utf-8", "replace")
+    """The NUL-terminated name at `off`, at most NAME_BYTES long (ValueError past that or the end)."""
+    return data[off : data.index(b"\0", off, off + NAME_BYTES)].decode("utf-8", "replace")
 
 
 def _symbols(data: bytes, sections: list, names: list[str]) -> dict:
@@ -129,11 +132,11 @@ def _symbols(data: bytes, sections: list, names: list[str]) -> dict:
         if name != ".symtab":
             continue
         _, _, _, _, off, size, link, _, _, entsize = s
+        if entsize not in (0, _SYM_BYTES) or off + size > len(data):
+            raise ValueError(f".symtab entries of {entsize} bytes, or past the end of the file")
         str_off = sections[link][4]
-        for i in range(size // (entsize or 24)):
-            st_name, st_info, st_other, _, _, _ = struct.unpack_from(
-                "<IBBHQQ", data, off + i * (entsize or 24)
-            )
+        for i in range(size // _SYM_BYTES):
+            st_name, st_info, st_other, _, _, _ = struct.unpack_from("<IBBHQQ", data, off + i * _SYM_BYTES)
             sym = _cstr(data, str_off + st_name)
             out[i] = sym
             if st_info & 0xF == 2 and st_other & 0x10:  # STT_FUNC with STO_CUDA_ENTRY
