@@ -11,6 +11,7 @@ every reader stops at a limit before it can take the machine's memory or time:
 | decompressed bytes | 1 GiB | ESTIMATOR_MAX_DECOMPRESSED_BYTES | what a gzip trace inflates to |
 | records | 5,000,000 | ESTIMATOR_MAX_RECORDS | events, rows, kernels, metric rows kept |
 | JSON depth | 64 | ESTIMATOR_MAX_JSON_DEPTH | nesting of a JSON value (at most 500) |
+| nesting | 256 | ESTIMATOR_MAX_NESTING | brackets of MLIR text (its C++ parser recurses) |
 | JSON value bytes | 64 MiB | ESTIMATOR_MAX_JSON_VALUE_BYTES | one element of a streamed JSON array |
 | tool seconds | 120 | ESTIMATOR_TOOL_TIMEOUT_S | one cuobjdump / nvdisasm / ptxas / nvcc run |
 | tool output bytes | 256 MiB | ESTIMATOR_MAX_TOOL_OUTPUT_BYTES | what one such run prints |
@@ -72,11 +73,12 @@ CONFIG_BYTES = Limit("ESTIMATOR_MAX_CONFIG_BYTES", 8 * MIB, "bytes", "file size"
 DECOMPRESSED_BYTES = Limit("ESTIMATOR_MAX_DECOMPRESSED_BYTES", GIB, "bytes", "decompressed size")
 RECORDS = Limit("ESTIMATOR_MAX_RECORDS", 5_000_000, "records", "number of records (events, rows, kernels)")
 JSON_DEPTH = Limit("ESTIMATOR_MAX_JSON_DEPTH", 64, "levels", "JSON nesting depth", cap=JSON_DEPTH_CAP)
+NESTING = Limit("ESTIMATOR_MAX_NESTING", 256, "levels", "bracket nesting depth")
 JSON_VALUE_BYTES = Limit("ESTIMATOR_MAX_JSON_VALUE_BYTES", 64 * MIB, "bytes", "size of one JSON value")
 TOOL_SECONDS = Limit("ESTIMATOR_TOOL_TIMEOUT_S", 120, "s", "run time")
 TOOL_OUTPUT_BYTES = Limit("ESTIMATOR_MAX_TOOL_OUTPUT_BYTES", 256 * MIB, "bytes", "output size")
-ALL = (INPUT_BYTES, CONFIG_BYTES, DECOMPRESSED_BYTES, RECORDS, JSON_DEPTH, JSON_VALUE_BYTES, TOOL_SECONDS,
-       TOOL_OUTPUT_BYTES)
+ALL = (INPUT_BYTES, CONFIG_BYTES, DECOMPRESSED_BYTES, RECORDS, JSON_DEPTH, NESTING, JSON_VALUE_BYTES,
+       TOOL_SECONDS, TOOL_OUTPUT_BYTES)
 
 
 def _bytes(n: int) -> str:

@@ -19,12 +19,51 @@ from hwdesc.schema import CPU_FAMILY, HardwareDescriptor, HwdescError, validate
 ALIASES = {"hopper": "h100-sxm", "blackwell": "b200"}
 
 
+# What a descriptor file may be (hwdesc imports nothing of estimator, so these mirror
+# estimator/input_limits.py's CONFIG_BYTES and NESTING, read from the same environment variables).
+MAX_BYTES_ENV, MAX_BYTES = "ESTIMATOR_MAX_CONFIG_BYTES", 8 << 20
+MAX_DEPTH_ENV, MAX_DEPTH = "ESTIMATOR_MAX_NESTING", 256
+
+
+def _limit(env: str, default: int) -> int:
+    text = os.environ.get(env, "").strip()
+    try:
+        n = int(text.replace("_", "")) if text else default
+    except ValueError:
+        raise HwdescError(f"{env}={text!r}: not a whole number") from None
+    if n <= 0:
+        raise HwdescError(f"{env}={text!r}: must be > 0")
+    return n
+
+
+class _Refused(yaml.YAMLError):
+    """What the loader will not build: an alias, or a node nested past MAX_DEPTH."""
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads YAML 1.2 floats such as `1.98e9`.
+    """SafeLoader that also reads YAML 1.2 floats such as `1.98e9`, and refuses anchors' aliases (a
+    "billion laughs" file expands them into more values than memory holds) and nesting past MAX_DEPTH
+    (the composer recurses once per level).
 
     PyYAML follows YAML 1.1, where an exponent needs a dot and a sign (`1.98e+9`); without this a
     user's `value: 1.98e9` would arrive as a string.
     """
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise _Refused(f"line {mark.line + 1}: a YAML alias (*name); a descriptor writes every value out")
+        self._depth += 1
+        try:
+            if self._depth > self._max_depth:
+                mark = self.peek_event().start_mark
+                raise _Refused(f"line {mark.line + 1}: nested deeper than {self._max_depth} levels (set "
+                               f"{MAX_DEPTH_ENV} to raise the limit)")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 _Loader.add_implicit_resolver(
@@ -118,19 +157,33 @@ def _family(name: str, folder: Path, seen: tuple[str, ...]) -> Family:
 def _read(path: Path) -> tuple[object, str]:
     """The parsed YAML of `path` and the path as messages show it."""
     shown = _display_path(path)
+    most = _limit(MAX_BYTES_ENV, MAX_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(most + 1)
+        if len(data) > most:
+            raise HwdescError(f"{shown}: file size over the limit of {most:,} bytes; set {MAX_BYTES_ENV} "
+                              f"to raise it")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise HwdescError(f"{shown}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise HwdescError(f"{shown}: cannot read: {e}") from None
+    loader = _Loader(text)  # safe: _Loader is a SafeLoader subclass
+    loader._max_depth = _limit(MAX_DEPTH_ENV, MAX_DEPTH)
     try:
-        raw = yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader subclass
+        raw = loader.get_single_data()
+    except _Refused as e:
+        raise HwdescError(f"{shown}: {e}") from None
+    except RecursionError:
+        raise HwdescError(f"{shown}: nested too deep for the YAML parser") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise HwdescError(f"{shown}: not valid YAML{where}: {problem}") from None
+    finally:
+        loader.dispose()
     return raw, shown
 
 
