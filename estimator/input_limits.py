@@ -9,6 +9,7 @@ every reader stops at a limit before it can take the machine's memory or time:
 | input bytes | 512 MiB | ESTIMATOR_MAX_INPUT_BYTES | a file read whole (cubin, fatbin, PTX, MLIR, .ncu-rep) |
 | config bytes | 8 MiB | ESTIMATOR_MAX_CONFIG_BYTES | config.json, a hardware YAML |
 | decompressed bytes | 1 GiB | ESTIMATOR_MAX_DECOMPRESSED_BYTES | what a gzip trace inflates to |
+| gzip ratio | 200 | ESTIMATOR_MAX_GZIP_RATIO | inflated / compressed bytes, past the first 64 MiB |
 | records | 5,000,000 | ESTIMATOR_MAX_RECORDS | events, rows, kernels, metric rows kept |
 | JSON depth | 64 | ESTIMATOR_MAX_JSON_DEPTH | nesting of a JSON value (at most 500) |
 | nesting | 256 | ESTIMATOR_MAX_NESTING | brackets of MLIR text (its C++ parser recurses) |
@@ -57,7 +58,7 @@ class Limit:
     def refuse(self, label: str, seen: str | None = None) -> LimitError:
         """The error for `label` past this limit; `seen` says how far it got ("2.1 GiB")."""
         n = self.value()
-        shown = _bytes(n) if self.unit == "bytes" else f"{n:,} {self.unit}"
+        shown = _bytes(n) if self.unit == "bytes" else f"{n:,}x" if self.unit == "x" else f"{n:,} {self.unit}"
         over = f" ({seen})" if seen else ""
         raise_hint = f"set {self.env} to raise it" if self.cap is None or n < self.cap else \
             f"{self.env} is at its cap"
@@ -71,13 +72,15 @@ class LimitError(UserError):
 INPUT_BYTES = Limit("ESTIMATOR_MAX_INPUT_BYTES", 512 * MIB, "bytes", "file size")
 CONFIG_BYTES = Limit("ESTIMATOR_MAX_CONFIG_BYTES", 8 * MIB, "bytes", "file size")
 DECOMPRESSED_BYTES = Limit("ESTIMATOR_MAX_DECOMPRESSED_BYTES", GIB, "bytes", "decompressed size")
+GZIP_RATIO = Limit("ESTIMATOR_MAX_GZIP_RATIO", 200, "x", "compression ratio")
+GZIP_RATIO_AFTER = 64 * MIB  # a small file may inflate 1000x (a header, a run of zeros); a trace does not
 RECORDS = Limit("ESTIMATOR_MAX_RECORDS", 5_000_000, "records", "number of records (events, rows, kernels)")
 JSON_DEPTH = Limit("ESTIMATOR_MAX_JSON_DEPTH", 64, "levels", "JSON nesting depth", cap=JSON_DEPTH_CAP)
 NESTING = Limit("ESTIMATOR_MAX_NESTING", 256, "levels", "bracket nesting depth")
 JSON_VALUE_BYTES = Limit("ESTIMATOR_MAX_JSON_VALUE_BYTES", 64 * MIB, "bytes", "size of one JSON value")
 TOOL_SECONDS = Limit("ESTIMATOR_TOOL_TIMEOUT_S", 120, "s", "run time")
 TOOL_OUTPUT_BYTES = Limit("ESTIMATOR_MAX_TOOL_OUTPUT_BYTES", 256 * MIB, "bytes", "output size")
-ALL = (INPUT_BYTES, CONFIG_BYTES, DECOMPRESSED_BYTES, RECORDS, JSON_DEPTH, NESTING, JSON_VALUE_BYTES,
+ALL = (INPUT_BYTES, CONFIG_BYTES, DECOMPRESSED_BYTES, GZIP_RATIO, RECORDS, JSON_DEPTH, NESTING, JSON_VALUE_BYTES,
        TOOL_SECONDS, TOOL_OUTPUT_BYTES)
 
 

@@ -169,9 +169,10 @@ def _read(path: Path) -> tuple[object, str]:
         raise HwdescError(f"{shown}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
         raise HwdescError(f"{shown}: cannot read: {e}") from None
-    loader = _Loader(text)  # safe: _Loader is a SafeLoader subclass
-    loader._max_depth = _limit(MAX_DEPTH_ENV, MAX_DEPTH)
+    loader = None
     try:
+        loader = _Loader(text)  # safe: _Loader is a SafeLoader subclass (its reader checks the text)
+        loader._max_depth = _limit(MAX_DEPTH_ENV, MAX_DEPTH)
         raw = loader.get_single_data()
     except _Refused as e:
         raise HwdescError(f"{shown}: {e}") from None
@@ -183,7 +184,8 @@ def _read(path: Path) -> tuple[object, str]:
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise HwdescError(f"{shown}: not valid YAML{where}: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return raw, shown
 
 

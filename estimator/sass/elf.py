@@ -42,6 +42,7 @@ EIATTR = {
 }
 _FMT_SVAL = 0x04
 _SYM_BYTES = 24  # an Elf64_Sym
+_SHDR_BYTES = 64  # an Elf64_Shdr
 NAME_BYTES = 1 << 16  # a section or symbol name (a mangled template name is a few KB at most)
 _EM_CUDA = 190
 _SHT_NOBITS = 8
@@ -83,7 +84,9 @@ def read(data: bytes, what: str = "cubin") -> ElfModule:
         raise UserError(f"{what}: not an ELF file")
     try:
         return _read(data)
-    except (struct.error, IndexError, ValueError) as e:
+    except UserError as e:
+        raise UserError(f"{what}: {e}") from None
+    except (struct.error, IndexError, ValueError, OverflowError, KeyError) as e:
         raise UserError(f"{what}: truncated or corrupt ELF ({e})") from None
 
 
@@ -96,9 +99,9 @@ def _read(data: bytes) -> ElfModule:
     (flags,) = struct.unpack_from("<I", data, 0x30)
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shoff + shnum * shentsize > len(data) or shentsize < _SHDR_BYTES:
+        raise ValueError("section table past the end of the file, or its entries too small")
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    if shoff + shnum * shentsize > len(data):
-        raise ValueError("section table past the end of the file")
     strtab_off = sections[shstrndx][4]
     names = [_cstr(data, strtab_off + s[0]) for s in sections]
     symbols = _symbols(data, sections, names)
