@@ -178,6 +178,8 @@ def _read(path: Path) -> tuple[object, str]:
         raise HwdescError(f"{shown}: {e}") from None
     except RecursionError:
         raise HwdescError(f"{shown}: nested too deep for the YAML parser") from None
+    except ValueError as e:  # the constructor's int() of a 5000-digit number
+        raise HwdescError(f"{shown}: not valid YAML: {str(e)[:80]}") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""

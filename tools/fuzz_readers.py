@@ -31,8 +31,8 @@ import re
 import resource
 import shutil
 import signal
-import struct
 import sqlite3
+import struct
 import subprocess
 import sys
 import tempfile
@@ -47,6 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "data"
 LIMIT_S = 10.0
+# How big a repeated or nested mutant may grow: the long run's; tests/test_fuzz_readers.py makes it smaller
+# (a 4 MB YAML takes the pure-Python YAML parser seconds, legitimately).
+BIG_BYTES = 4_000_000
 
 
 class CaseTimeout(BaseException):  # not an Exception: a reader's catch-all must not swallow it
@@ -56,7 +59,7 @@ class CaseTimeout(BaseException):  # not an Exception: a reader's catch-all must
 @dataclass(frozen=True)
 class Outcome:
     case: str
-    kind: str  # "result", "refused", or a finding: "internal", "timeout", "bad-error", "crash"
+    kind: str  # "result", "refused", or a finding: "internal", "timeout", "bad-error", "crash", "bad-seed"
     cpu_s: float
     detail: str = ""
 
@@ -145,7 +148,8 @@ def _ort_seed() -> dict[str, bytes]:
 
 def _torch_plain_seed() -> dict[str, bytes]:
     out = {}
-    for n in ("pytorch_kineto_a100_alexnet_trace.json.gz", "pytorch_kineto_a100_cupti_counters_trace.json.gz"):
+    for n in ("pytorch_kineto_a100_alexnet_trace.json.gz",
+              "pytorch_kineto_a100_cupti_counters_trace.json.gz"):
         out[n.removesuffix(".gz")] = gzip.decompress((DATA / "profiles" / n).read_bytes())
     return out
 
@@ -276,7 +280,7 @@ def repeat_chunk(rng: random.Random, data: bytes) -> bytes:
     if len(lines) < 2:
         return data * rng.choice((2, 100))
     i = rng.randrange(len(lines))
-    times = min(rng.choice((10, 1000, 100_000)), 4_000_000 // max(len(lines[i]), 1))
+    times = min(rng.choice((10, 1000, 100_000)), BIG_BYTES // max(len(lines[i]), 1))
     return b"".join(lines[:i]) + lines[i] * times + b"".join(lines[i:])
 
 
@@ -313,13 +317,15 @@ def deep_nesting(rng: random.Random, data: bytes) -> bytes:
     n = rng.choice((100, 1000, 10_000, 200_000))
     opener, closer = rng.choice(((b"[", b"]"), (b"{", b"}"), (b"(", b")"), (b'{"a":', b"}"), (b"- ", b""),
                                  (b"<", b">")))
+    n = min(n, BIG_BYTES // (len(opener) + len(closer)))
     at = rng.randrange(len(data) + 1)
     nest = opener * n + b"1" + closer * n if rng.random() < 0.7 else opener * n
     return data[:at] + nest + data[at:]
 
 
 def wrong_magic(rng: random.Random, data: bytes) -> bytes:
-    magic = rng.choice((b"SQLite format 3\x00", b"NVR\x00", b"\x1f\x8b\x08\x00", b"\x7fELF", b"\x50\xed\x55\xba",
+    magic = rng.choice((b"SQLite format 3\x00", b"NVR\x00", b"\x1f\x8b\x08\x00", b"\x7fELF",
+                        b"\x50\xed\x55\xba",
                         b"ML\xefR", b"PK\x03\x04", b"\x00\x00\x00\x00", b"{", b"[", b'"ID"', b"%YAML 1.2\n"))
     return magic + data[len(magic) if rng.random() < 0.5 else 0:]
 
@@ -328,8 +334,9 @@ def random_bytes(rng: random.Random, data: bytes) -> bytes:
     return rng.randbytes(rng.choice((1, 64, 4096, len(data) or 1)))
 
 
-MUTATORS: tuple[Mutator, ...] = (truncate, zero_length, bit_flips, byte_run, splice, delete_chunk, repeat_chunk,
-                                 swap_fields, huge_number, deep_nesting, wrong_magic, random_bytes)
+MUTATORS: tuple[Mutator, ...] = (
+    truncate, zero_length, bit_flips, byte_run, splice, delete_chunk, repeat_chunk, swap_fields, huge_number,
+    deep_nesting, wrong_magic, random_bytes)
 
 
 # format-specific mutants -----------------------------------------------------------------------------
@@ -342,7 +349,8 @@ def sqlite_wrong_columns(rng: random.Random, _data: bytes) -> bytes:
         db = sqlite3.connect(path)
         meta = rng.choice(("META_DATA_EXPORT", "EXPORT_META_DATA"))
         db.execute(f"create table {meta} (name text, value text)")
-        db.execute(f"insert into {meta} values ('EXPORT_SCHEMA_VERSION', ?)", (rng.choice(("3.1", "2.9", "x")),))
+        version = rng.choice(("3.1", "2.9", "x"))
+        db.execute(f"insert into {meta} values ('EXPORT_SCHEMA_VERSION', ?)", (version,))
         good = "start, end, deviceId, streamId, correlationId, globalPid, demangledName"
         shape = rng.choice(("wrong-columns", "wrong-types", "empty", "no-strings", "bad-joins"))
         if shape == "wrong-columns":
@@ -420,7 +428,8 @@ def _elf_field(rng: random.Random, data: bytes) -> bytes:
     if len(data) < 0x40:
         return data
     out = bytearray(data)
-    fields = [(0x28, "<Q"), (0x3A, "<H"), (0x3C, "<H"), (0x3E, "<H"), (0x12, "<H"), (0x30, "<I"), (0x04, "<B")]
+    fields = [(0x28, "<Q"), (0x3A, "<H"), (0x3C, "<H"), (0x3E, "<H"), (0x12, "<H"), (0x30, "<I"),
+              (0x04, "<B")]
     shoff, shentsize, shnum = int.from_bytes(data[0x28:0x30], "little"), data[0x3A] | data[0x3B] << 8, \
         data[0x3C] | data[0x3D] << 8
     if shoff + shnum * shentsize <= len(data) and shentsize:
@@ -431,7 +440,7 @@ def _elf_field(rng: random.Random, data: bytes) -> bytes:
     at, fmt = rng.choice(fields)
     size = struct.calcsize(fmt)
     value = rng.choice((0, 1, 24, 2**(8 * size) - 1, len(data), len(data) - 1, 2**(8 * size - 1)))
-    out[at: at + size] = struct.pack(fmt, value)
+    out[at: at + size] = struct.pack(fmt, value % 2**(8 * size))
     return bytes(out)
 
 
@@ -457,14 +466,17 @@ def yaml_alias(rng: random.Random, data: bytes) -> bytes:
     """A "billion laughs": anchors whose aliases expand exponentially."""
     lines = [b"a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"] + [
         f"a{i}: &a{i} [{', '.join(f'*a{i - 1}' for _ in range(9))}]".encode() for i in range(1, 9)]
-    return b"\n".join(lines) + b"\n" + data if rng.random() < 0.5 else data + b"\nlaughs:\n  " + b"\n  ".join(lines)
+    if rng.random() < 0.5:
+        return b"\n".join(lines) + b"\n" + data
+    return data + b"\nlaughs:\n  " + b"\n  ".join(lines)
 
 
 def ptx_directive(rng: random.Random, data: bytes) -> bytes:
     """A PTX directive changed: an unknown .target / .version, a huge .reg count or array."""
     repl = rng.choice(((rb"\.target\s+\S+", b".target sm_999"), (rb"\.version\s+\S+", b".version 99.9"),
                        (rb"\.reg \.(\w+) %(\w+)<\d+>", rb".reg .\1 %\2<2147483647>"),
-                       (rb"\.shared \.align (\d+) \.b8 (\w+)\[\d+\]", rb".shared .align \1 .b8 \2[4294967295]")))
+                       (rb"\.shared \.align (\d+) \.b8 (\w+)\[\d+\]",
+                        rb".shared .align \1 .b8 \2[4294967295]")))
     return re.sub(repl[0], repl[1], data, count=1)
 
 
@@ -585,8 +597,18 @@ def run_case(fmt: Format, name: str, data: bytes, work: str, limit_s: float = LI
     return Outcome(name, kind, cpu, detail)
 
 
+def warm(fmt: Format, work: str, deep: bool = False) -> list[Outcome]:
+    """Each seed unmutated (they must all give a result): imports the reader's modules, so that no
+    mutant's CPU time holds them."""
+    return [run_case(fmt, f"{fmt.name}:{name}:seed", data, work, deep=deep)
+            for name, data in sorted(fmt.seeds().items())]
+
+
 def campaign(fmt: Format, n: int, seed: int, work: str, deep: bool = False,
              progress: Callable[[str], None] | None = None):
+    for o in warm(fmt, work, deep):
+        if o.kind != "result":
+            yield Outcome(o.case, "bad-seed", o.cpu_s, o.detail)
     for name, data in mutants(fmt, n, seed):
         if progress:
             progress(name)
@@ -618,9 +640,23 @@ def _child(fmt: Format, n: int, seed: int, deep: bool, progress_file: str) -> di
             slowest = max(slowest, (o.cpu_s, o.case))
             if o.finding:
                 findings.append(f"{o.kind}: {o.case}: {o.detail}")
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    rss = peak_rss_bytes()
     return {"format": fmt.name, "cases": n, "counts": dict(counts), "max_cpu_s": slowest[0],
             "slowest": slowest[1], "peak_rss_bytes": rss, "findings": findings[:50]}
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set: VmHWM (the high-water mark of this program's memory; Linux keeps
+    ru_maxrss across exec, so a child started by a big process would report its parent's), else
+    ru_maxrss."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _run_format(name: str, n: int, seed: int, deep: bool) -> dict:

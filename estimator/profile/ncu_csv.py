@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterator
 from types import MappingProxyType
 
+from estimator.errors import UserError
 from estimator.input_limits import Counter
 from estimator.profile import names
-from estimator.errors import UserError
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
 IDENTITY = ("ID", "Kernel Name")

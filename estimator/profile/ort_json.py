@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import bisect
 
+from estimator.errors import UserError
 from estimator.ops import kind_of as op_kind
 from estimator.profile import json_stream, names
-from estimator.errors import UserError
 from estimator.profile.record import MeasuredKernel, Profile, ProfileError
 
 KERNEL_SUFFIX = "_kernel_time"  # as estimator.truth.ort_runner.KERNEL_SUFFIX

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from estimator.profile import names
 from estimator.errors import UserError
+from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
-
 
 # The event categories this reader uses (load.py keeps only these while it streams the trace).
 CATEGORIES = ("kernel", "cuda_runtime", "cuda_profiler_range")

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from estimator.errors import UserError
 from estimator.sass.disasm import Function, Instruction
 
 _TERMINATORS = ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BPT")
 _INDIRECT = ("BRX", "JMX")
+MAX_LOOPS = 2048  # loop headers per function (nesting them is quadratic); real kernels have a few dozen
 
 
 @dataclass
@@ -132,6 +134,7 @@ def dominators(blocks: list[Block]) -> dict[int, int]:
 
 
 def dominates(idom: dict[int, int], a: int, b: int) -> bool:
+    """Whether a dominates b, walking up the tree (natural_loops asks _intervals instead)."""
     while True:
         if a == b:
             return True
@@ -140,16 +143,43 @@ def dominates(idom: dict[int, int], a: int, b: int) -> bool:
         b = idom[b]
 
 
+def _intervals(idom: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """Each block's (entry, exit) times in a depth-first walk of the dominator tree: a dominates b iff
+    a's interval holds b's. O(1) per question, where walking up the tree is O(depth) (a chain of 30k
+    blocks made that quadratic)."""
+    children: dict[int, list[int]] = {}
+    for b, d in idom.items():
+        if b != d:
+            children.setdefault(d, []).append(b)
+    times: dict[int, tuple[int, int]] = {}
+    clock, stack = 0, [(0, False)]
+    enter: dict[int, int] = {}
+    while stack:
+        node, leaving = stack.pop()
+        clock += 1
+        if leaving:
+            times[node] = (enter[node], clock)
+            continue
+        enter[node] = clock
+        stack.append((node, True))
+        stack.extend((c, False) for c in children.get(node, ()))
+    return times
+
+
 def natural_loops(blocks: list[Block]) -> list[Loop]:
     """Natural loops (back edges merged per header), outermost first, with parent/child links."""
     idom = dominators(blocks)
+    times = _intervals(idom)
     latches: dict[int, list[int]] = {}
     for b in blocks:
-        if b.index not in idom:
+        if b.index not in times:
             continue
         for s in b.succs:
-            if dominates(idom, s, b.index):
-                latches.setdefault(s, []).append(b.index)
+            if s in times and times[s][0] <= times[b.index][0] and times[b.index][1] <= times[s][1]:
+                latches.setdefault(s, []).append(b.index)  # s dominates b: a back edge
+    if len(latches) > MAX_LOOPS:
+        raise UserError(f"a function with {len(latches):,} loop headers (at most {MAX_LOOPS:,}): not a "
+                        f"listing this analysis takes")
     loops = []
     for header, srcs in latches.items():
         body, work = {header}, list(srcs)

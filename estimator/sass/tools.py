@@ -83,7 +83,8 @@ def run(
                                   preexec_fn=lambda: _cap_files(cap)).returncode
         except subprocess.TimeoutExpired:
             raise TOOL_SECONDS.refuse(f"{tool}{on}") from None
-        if code == -signal.SIGXFSZ or max(os.fstat(out.fileno()).st_size, os.fstat(err.fileno()).st_size) > cap:
+        printed = max(os.fstat(out.fileno()).st_size, os.fstat(err.fileno()).st_size)
+        if code == -signal.SIGXFSZ or printed > cap:
             raise TOOL_OUTPUT_BYTES.refuse(f"{tool}{on}")
         proc = subprocess.CompletedProcess([exe, *args], code, _text(out), _text(err))
     if proc.returncode != 0:
