@@ -168,7 +168,7 @@ def _read(path: Path) -> tuple[object, str]:
     except FileNotFoundError:
         raise HwdescError(f"{shown}: no such file") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise HwdescError(f"{shown}: cannot read: {e}") from None
+        raise HwdescError(f"{shown}: cannot read: {' '.join(str(e).split())[:300]}") from None
     loader = None
     try:
         loader = _Loader(text)  # safe: _Loader is a SafeLoader subclass (its reader checks the text)

@@ -538,11 +538,10 @@ def missing(fmt: Format) -> list[str]:
 
 # ---- running ---------------------------------------------------------------------------------------
 
-def mutants(fmt: Format, n: int, seed: int) -> list[tuple[str, bytes]]:
-    """`n` (case name, bytes) of `fmt`: each a seed with one to three mutators stacked, the format's own
-    drawn half of the time. Deterministic in `seed`."""
+def mutants(fmt: Format, n: int, seed: int):
+    """`n` (case name, bytes) of `fmt`, one at a time: each a seed with one to three mutators stacked,
+    the format's own drawn half of the time. Deterministic in `seed`."""
     seeds = sorted(fmt.seeds().items())
-    out = []
     for i in range(n):
         rng = random.Random(f"{seed}:{fmt.name}:{i}")
         name, data = rng.choice(seeds)
@@ -551,8 +550,7 @@ def mutants(fmt: Format, n: int, seed: int) -> list[tuple[str, bytes]]:
             m = rng.choice(fmt.extra) if fmt.extra and rng.random() < 0.5 else rng.choice(MUTATORS)
             data = m(rng, data)
             steps.append(m.__name__)
-        out.append((f"{fmt.name}:{name}:{'+'.join(steps)}:{seed}:{i}", data))
-    return out
+        yield f"{fmt.name}:{name}:{'+'.join(steps)}:{seed}:{i}", data
 
 
 def _alarm(_signum, _frame):
