@@ -154,7 +154,7 @@ def _trace(path, rows, at, col, scale) -> Profile:
 
 def _device(text: str) -> tuple[str | None, int | None]:
     """'NVIDIA H100 80GB HBM3 (0)' -> ('NVIDIA H100 80GB HBM3', 0)."""
-    m = re.fullmatch(r"\s*(.*?)\s*\((\d+)\)\s*", text)
+    m = re.fullmatch(r"\s*(.*?)\s*\(([0-9]{1,9})\)\s*", text)
     if m:
         return m.group(1), int(m.group(2))
     return (text.strip() or None), None

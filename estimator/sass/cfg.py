@@ -19,7 +19,9 @@ from estimator.sass.disasm import Function, Instruction
 
 _TERMINATORS = ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BPT")
 _INDIRECT = ("BRX", "JMX")
-MAX_LOOPS = 2048  # loop headers per function (nesting them is quadratic); real kernels have a few dozen
+MAX_LOOPS = 512  # loop headers per function (nesting them is quadratic); real kernels have a few dozen
+MAX_BLOCKS = 65536  # basic blocks per function; a big CUTLASS kernel has a few thousand
+DOMINATOR_STEPS = 5_000_000  # ~1 s of Python; compiled kernels take a few times their block count
 
 
 @dataclass
@@ -107,16 +109,27 @@ def dominators(blocks: list[Block]) -> dict[int, int]:
     """Immediate dominator of every block reachable from the entry (the entry maps to itself)."""
     if not blocks:
         return {}
+    if len(blocks) > MAX_BLOCKS:
+        raise UserError(f"a function of {len(blocks):,} basic blocks (at most {MAX_BLOCKS:,}): not a listing "
+                        f"this analysis takes")
     rpo = _rpo(blocks)
     pos = {b: i for i, b in enumerate(rpo)}
     idom = {0: 0}
+    budget = [DOMINATOR_STEPS]
 
     def intersect(a: int, b: int) -> int:
+        # Cooper-Harvey-Kennedy: near-linear on compiled code, quadratic on a hostile graph (a branch
+        # repeated 30k times to one label): past DOMINATOR_STEPS the function is refused.
         while a != b:
             while pos[a] > pos[b]:
                 a = idom[a]
+                budget[0] -= 1
             while pos[b] > pos[a]:
                 b = idom[b]
+                budget[0] -= 1
+            if budget[0] < 0:
+                raise UserError(f"a control-flow graph of {len(blocks):,} blocks whose dominators take more "
+                                f"than {DOMINATOR_STEPS:,} steps: not a listing this analysis takes")
         return a
 
     changed = True
