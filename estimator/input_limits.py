@@ -7,7 +7,8 @@ every reader stops at a limit before it can take the machine's memory or time:
 | limit | default | environment variable | what it bounds |
 |---|---|---|---|
 | input bytes | 512 MiB | ESTIMATOR_MAX_INPUT_BYTES | a file read whole (cubin, fatbin, PTX, MLIR, .ncu-rep) |
-| config bytes | 8 MiB | ESTIMATOR_MAX_CONFIG_BYTES | config.json, a hardware YAML |
+| config bytes | 8 MiB | ESTIMATOR_MAX_CONFIG_BYTES | config.json |
+| YAML bytes | 1 MiB | ESTIMATOR_MAX_YAML_BYTES | a hardware YAML (hwdesc/loader.py) |
 | decompressed bytes | 1 GiB | ESTIMATOR_MAX_DECOMPRESSED_BYTES | what a gzip trace inflates to |
 | gzip ratio | 200 | ESTIMATOR_MAX_GZIP_RATIO | inflated / compressed bytes, past the first 64 MiB |
 | records | 5,000,000 | ESTIMATOR_MAX_RECORDS | events, rows, kernels, metric rows kept |
@@ -18,7 +19,7 @@ every reader stops at a limit before it can take the machine's memory or time:
 | tool output bytes | 256 MiB | ESTIMATOR_MAX_TOOL_OUTPUT_BYTES | what one such run prints |
 
 A refusal is a LimitError (a UserError: one `error:` line, exit 2) that says which limit and how to raise
-it. hwdesc/loader.py reads the same two variables it needs itself (hwdesc imports nothing of estimator).
+it. hwdesc/loader.py reads its two (YAML bytes, nesting) itself: hwdesc imports nothing of estimator.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ from hwdesc.schema import CPU_FAMILY, HardwareDescriptor, HwdescError, validate
 ALIASES = {"hopper": "h100-sxm", "blackwell": "b200"}
 
 
-# What a descriptor file may be (hwdesc imports nothing of estimator, so these mirror
-# estimator/input_limits.py's CONFIG_BYTES and NESTING, read from the same environment variables).
-MAX_BYTES_ENV, MAX_BYTES = "ESTIMATOR_MAX_CONFIG_BYTES", 8 << 20
+# What a descriptor file may be (hwdesc imports nothing of estimator: the depth mirrors
+# estimator/input_limits.py's NESTING, read from the same variable). A descriptor is ~10 KB; the size limit
+# is smaller than config.json's because PyYAML's pure-Python parser takes ~2.5 CPU s per MiB.
+MAX_BYTES_ENV, MAX_BYTES = "ESTIMATOR_MAX_YAML_BYTES", 1 << 20
 MAX_DEPTH_ENV, MAX_DEPTH = "ESTIMATOR_MAX_NESTING", 256
 
 
