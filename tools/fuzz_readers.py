@@ -62,6 +62,7 @@ class Outcome:
     kind: str  # "result", "refused", or a finding: "internal", "timeout", "bad-error", "crash", "bad-seed"
     cpu_s: float
     detail: str = ""
+    child_rss: int = 0  # peak RSS of the forked child the reader ran in, if any
 
     @property
     def finding(self) -> bool:
@@ -592,7 +593,16 @@ def run_case(fmt: Format, name: str, data: bytes, work: str, limit_s: float = LI
         signal.signal(signal.SIGPROF, previous)
     cpu = time.process_time() - t0
     shutil.rmtree(scratch, ignore_errors=True)
-    return Outcome(name, kind, cpu, detail)
+    child = _child_usage()  # a reader that works in a forked child (.ncu-rep): its CPU and memory count
+    return Outcome(name, kind, cpu + child.get("cpu_s", 0.0), detail, int(child.get("peak_rss_bytes", 0)))
+
+
+def _child_usage() -> dict:
+    from estimator.profile import ncu_rep
+
+    usage = dict(ncu_rep.LAST_CHILD)
+    ncu_rep.LAST_CHILD.clear()
+    return usage
 
 
 def warm(fmt: Format, work: str, deep: bool = False) -> list[Outcome]:
@@ -627,7 +637,7 @@ def run_cli(fmt: Format, data: bytes, work: str, timeout_s: float = 120) -> tupl
 
 def _child(fmt: Format, n: int, seed: int, deep: bool, progress_file: str) -> dict:
     counts: Counter = Counter()
-    findings, slowest = [], (0.0, "")
+    findings, slowest, child_rss = [], (0.0, ""), 0
     with tempfile.TemporaryDirectory(prefix="fuzz-readers-") as work:
         def note(name: str) -> None:
             with open(progress_file, "w") as f:
@@ -636,9 +646,10 @@ def _child(fmt: Format, n: int, seed: int, deep: bool, progress_file: str) -> di
         for o in campaign(fmt, n, seed, work, deep, note):
             counts[o.kind] += 1
             slowest = max(slowest, (o.cpu_s, o.case))
+            child_rss = max(child_rss, o.child_rss)
             if o.finding:
                 findings.append(f"{o.kind}: {o.case}: {o.detail}")
-    rss = peak_rss_bytes()
+    rss = max(peak_rss_bytes(), child_rss)
     return {"format": fmt.name, "cases": n, "counts": dict(counts), "max_cpu_s": slowest[0],
             "slowest": slowest[1], "peak_rss_bytes": rss, "findings": findings[:50]}
 

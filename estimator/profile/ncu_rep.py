@@ -101,6 +101,9 @@ def read(path: str) -> Profile:
                        f"or truncated report")
 
 
+LAST_CHILD: dict[str, float] = {}  # the last child's CPU s and peak RSS (tools/fuzz_readers.py reports them)
+
+
 def _in_child(work, timeout_s: float) -> tuple[str, object, str]:
     """(status, payload, how it ended) of `work()` run in a forked child: "ok" and its pickled result,
     "refused" and a UserError's one line, "internal" and an exception's repr, "timeout", or "crashed"
@@ -135,7 +138,8 @@ def _in_child(work, timeout_s: float) -> tuple[str, object, str]:
             if not chunk:
                 break
             chunks.append(chunk)
-    _, code = os.waitpid(pid, 0)
+    _, code, usage = os.wait4(pid, 0)
+    LAST_CHILD.update(cpu_s=usage.ru_utime + usage.ru_stime, peak_rss_bytes=usage.ru_maxrss * 1024)
     if os.WIFSIGNALED(code):
         return "crashed", None, f"signal {signal.Signals(os.WTERMSIG(code)).name}"
     if not chunks:
