@@ -433,7 +433,7 @@ def _elf_field(rng: random.Random, data: bytes) -> bytes:
               (0x04, "<B")]
     shoff, shentsize, shnum = int.from_bytes(data[0x28:0x30], "little"), data[0x3A] | data[0x3B] << 8, \
         data[0x3C] | data[0x3D] << 8
-    if shoff + shnum * shentsize <= len(data) and shentsize:
+    if shoff + shnum * shentsize <= len(data) and shentsize and shnum:
         i = rng.randrange(shnum)
         base = shoff + i * shentsize
         fields += [(base + 0x18, "<Q"), (base + 0x20, "<Q"), (base + 0x28, "<I"), (base + 0x38, "<Q"),
