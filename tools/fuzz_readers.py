@@ -575,7 +575,7 @@ def run_case(fmt: Format, name: str, data: bytes, work: str, limit_s: float = LI
         f.write(data)
     bad_input = bad_input_errors()
     previous = signal.signal(signal.SIGPROF, _alarm)
-    t0 = time.process_time()
+    t0, children0 = time.process_time(), _children_cpu()
     signal.setitimer(signal.ITIMER_PROF, limit_s)
     try:
         fmt.read(path, scratch, deep)
@@ -591,10 +591,16 @@ def run_case(fmt: Format, name: str, data: bytes, work: str, limit_s: float = LI
     finally:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.signal(signal.SIGPROF, previous)
-    cpu = time.process_time() - t0
+    # the CPU of the tools it ran (ptxas, cuobjdump) and of a forked child (.ncu-rep) counts too
+    cpu = time.process_time() - t0 + _children_cpu() - children0
     shutil.rmtree(scratch, ignore_errors=True)
-    child = _child_usage()  # a reader that works in a forked child (.ncu-rep): its CPU and memory count
-    return Outcome(name, kind, cpu + child.get("cpu_s", 0.0), detail, int(child.get("peak_rss_bytes", 0)))
+    child = _child_usage()
+    return Outcome(name, kind, cpu, detail, int(child.get("peak_rss_bytes", 0)))
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _child_usage() -> dict:
