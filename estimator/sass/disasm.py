@@ -1,9 +1,10 @@
-"""Instructions of a cubin from one `nvdisasm -c -hex` call, split per function.
+r"""Instructions of a cubin from one `nvdisasm -c -hex` call, split per function.
 
 Each instruction line is `/*offset*/ [@[!]P] OPCODE[.MODS] operands ; [(*"annotation"*)] /* 0xlow */`,
 followed by a line holding the high 64-bit word. Bits 41-44 of the high word are the stall count
 (the control-code layout of maxas / turingas; reference/sass.md s.6). Labels (`.L_x_N:`) name branch
-targets; `(*"SpillRefill"*)` marks spill code (as opposed to local arrays, which also use LDL/STL).
+targets; `(*"SpillRefill"*)` marks spill code (as opposed to local arrays, which also use LDL/STL). The
+annotation is matched as `(*"..."*)` exactly: a looser `\(\*.*?\*\)` made a hostile line quadratic.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from dataclasses import dataclass, field
 from estimator.errors import UserError
 from estimator.sass import tools
 
-LINE_CHARS = 1 << 14  # nvdisasm's lines are < 300 characters; the instruction pattern is quadratic in one
+LINE_CHARS = 1 << 12  # nvdisasm's lines are < 300 characters; a hostile one is refused before the pattern
 
 _INS_RE = re.compile(
-    r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*.*?\*\))?\s*;"
+    r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*\"[^\"*]*\"\*\))?\s*;"
     r"\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$"
 )
 _HIGH_RE = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
