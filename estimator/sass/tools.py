@@ -80,10 +80,12 @@ def run(
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             code = subprocess.run([exe, *args], stdout=out, stderr=err, timeout=timeout_s, cwd=cwd,
-                                  preexec_fn=lambda: _cap_files(cap)).returncode
+                                  preexec_fn=lambda: _cap(cap, timeout_s)).returncode
         except subprocess.TimeoutExpired:
             raise TOOL_SECONDS.refuse(f"{tool}{on}") from None
         printed = max(os.fstat(out.fileno()).st_size, os.fstat(err.fileno()).st_size)
+        if code in (-signal.SIGXCPU, -signal.SIGKILL) and not printed > cap:
+            raise TOOL_SECONDS.refuse(f"{tool}{on}", "CPU time")
         if code == -signal.SIGXFSZ or printed > cap:
             raise TOOL_OUTPUT_BYTES.refuse(f"{tool}{on}")
         proc = subprocess.CompletedProcess([exe, *args], code, _text(out), _text(err))
@@ -94,9 +96,12 @@ def run(
     return proc
 
 
-def _cap_files(cap: int) -> None:
-    """In the child, before exec: no file (its stdout and stderr files included) past `cap` bytes."""
+def _cap(cap: int, seconds: float) -> None:
+    """In the child, before exec: no file (its stdout and stderr files included) past `cap` bytes, and no
+    more CPU time than the wall-clock timeout (a tool that forks its own, as nvcc does, caps each)."""
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    cpu = max(1, int(seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 
 
 def _text(f) -> str:
