@@ -4,21 +4,34 @@
 One small reader per model_type maps the config's fields onto models.decoder_config.DecoderConfig;
 an unknown model_type is a UserError listing the supported ones. Missing keys fall back to
 transformers' defaults for that model_type where the reader gives one, else they are an error.
+
+A config.json is at most CONFIG_BYTES, nested at most JSON_DEPTH (estimator/input_limits.py); every
+count the DecoderConfig gets is a whole number in range (at most MAX_LAYERS layers, MAX_DIM otherwise),
+so a hostile file is one error line, not a hang in the builders.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from estimator.errors import UserError
+from estimator.input_limits import CONFIG_BYTES, loads, read_bytes
 from models.decoder_config import DecoderConfig, MlaSpec, MoeSpec
 
 
 class HfConfigError(UserError):
     pass
+
+
+MAX_LAYERS = 4096  # the deepest published decoders have ~128
+MAX_DIM = 1 << 31
+POSITIVE = frozenset({"num_layers", "hidden", "num_heads", "num_kv_heads", "head_dim", "vocab", "experts",
+                      "top_k"})
 
 
 Reader = Callable[[Mapping[str, Any]], DecoderConfig]
@@ -157,22 +170,58 @@ def _gemma3(cfg):
 
 def decoder_config(cfg: Mapping[str, Any]) -> DecoderConfig:
     """The DecoderConfig of a parsed config.json (a model's `text_config` is used when present)."""
-    cfg = dict(cfg.get("text_config") or cfg) if isinstance(cfg, Mapping) else cfg
     if not isinstance(cfg, Mapping):
         raise HfConfigError("config.json must hold a JSON object")
+    text = cfg.get("text_config")
+    if text and not isinstance(text, Mapping):
+        raise HfConfigError("config.json: text_config must be a JSON object")
+    cfg = dict(text or cfg)
     model_type = cfg.get("model_type")
-    if model_type not in READERS:
+    if not isinstance(model_type, str) or model_type not in READERS:
         raise HfConfigError(f"model_type {model_type!r} is not supported; "
                             f"supported: {', '.join(sorted(READERS))}")
+    layers = cfg.get("num_hidden_layers")
+    if layers is not None and not (_whole(layers) and 1 <= layers <= MAX_LAYERS):
+        raise HfConfigError(f"config.json ({model_type}): num_hidden_layers {layers!r} is not a whole "
+                            f"number in 1..{MAX_LAYERS}")
     try:
-        return READERS[model_type](cfg)
-    except (TypeError, ValueError) as exc:
-        raise HfConfigError(f"config.json ({model_type}): {exc}") from None
+        return _checked(READERS[model_type](cfg), model_type)
+    except HfConfigError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError,
+            IndexError) as exc:
+        raise HfConfigError(f"config.json ({model_type}): {type(exc).__name__}: {exc}") from None
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _checked(cfg: DecoderConfig, model_type: str) -> DecoderConfig:
+    """`cfg` when each of its numbers (and its MoE and MLA parts') is of its field's type and in range."""
+    for spec in (cfg, cfg.moe, cfg.mla):
+        if spec is None:
+            continue
+        for f in dataclasses.fields(spec):
+            v, kind = getattr(spec, f.name), str(f.type)
+            values = v if kind.startswith("tuple[int") else (v,)
+            if kind.startswith(("int", "tuple[int")):
+                low = 1 if f.name in POSITIVE else -1 if kind.startswith("tuple") else 0
+                ok = all((x is None and "None" in kind) or (_whole(x) and low <= x <= MAX_DIM)
+                         for x in (values if isinstance(values, tuple) else (values,)))
+            elif kind == "float":
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            else:
+                continue
+            if not ok:
+                raise HfConfigError(f"config.json ({model_type}): {f.name} = {v!r:.60} is not a "
+                                    f"{'whole number' if 'int' in kind else 'finite number'} in range")
+    return cfg
 
 
 def load(path: str | Path) -> DecoderConfig:
     try:
-        data = json.loads(Path(path).read_text())
+        data = loads(read_bytes(str(path), CONFIG_BYTES), str(path))
     except OSError as exc:
         raise HfConfigError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:

@@ -17,6 +17,7 @@ Two producers are understood, both parsed with torch-mlir's Python bindings (``t
 Only the torch dialect is read: linalg-on-tensors (torch-mlir's lowered form) is refused, because its
 lowering narrows dims wrongly when two dims are dynamic (upstream torch-mlir issue 4743). The frontend
 computes no costs. torch-mlir is optional: without it a `FrontendError` says how to install it.
+A file is at most INPUT_BYTES, its text nested at most NESTING deep (estimator/input_limits.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import re
 from collections.abc import Mapping
 
 from estimator.frontends.errors import FrontendError
+from estimator.input_limits import NESTING, read_bytes
 from estimator.ir import Graph
 
 MLIR_SUFFIXES = (".mlir", ".mlirbc")
@@ -55,6 +57,7 @@ def parse_module(data: bytes | str, label: str = "<mlir>"):
     ir, torch_d = _bindings()
     if not data:
         raise FrontendError(f"{label} is empty")
+    check_nesting(data, label)
     ctx = ir.Context()
     torch_d.register_dialect(ctx)
     try:
@@ -78,14 +81,34 @@ def import_mlir_file(path: str) -> Graph:
     if os.path.isdir(path):
         raise FrontendError(f"{path} is a directory, not an MLIR file")
     _bindings()  # the install hint comes before any complaint about the file
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_bytes(path)
     label = os.path.basename(path)
     return import_module(parse_module(data, label), label)
 
 
 def import_mlir(data: bytes | str, label: str = "<mlir>") -> Graph:
     return import_module(parse_module(data, label), label)
+
+
+_STRING = re.compile(rb'"(?:[^"\\\n]|\\.)*"')
+_OPEN, _CLOSE = b"([{<", b")]}>"
+
+
+def check_nesting(data: bytes | str, label: str) -> None:
+    """Refuses MLIR text nested deeper than NESTING: MLIR's parser recurses once per bracket and a deep
+    enough nest overflows its C++ stack (a crash, not an error). Strings and `->` are left out of the
+    count; bytecode (magic `ML\xefR`) is not scanned."""
+    import numpy as np
+
+    raw = data.encode("utf-8", "replace") if isinstance(data, str) else data
+    if raw.startswith(b"ML\xefR"):
+        return
+    kept = _STRING.sub(b"", raw).replace(b"->", b"")
+    codes = np.frombuffer(kept, dtype=np.uint8)
+    step = np.isin(codes, np.frombuffer(_OPEN, np.uint8)).astype(np.int32)
+    step -= np.isin(codes, np.frombuffer(_CLOSE, np.uint8))
+    if len(step) and int(np.cumsum(step).max()) > NESTING.value():
+        raise NESTING.refuse(label)
 
 
 def import_module(module, label: str = "<mlir>") -> Graph:

@@ -5,7 +5,8 @@ Columns are found by header name, never position. Section metrics are listed by 
 page (`Duration`, `L2 Hit Rate`); LABELS maps each label to its metric name (the table in
 shared/reference/profiles.md 1.4) so every reader hands the same counter names to peaks.py. Values are
 converted to base units (UNITS): ns, byte, byte/s, hz; `n/a` (not collectable on this chip) is left out.
-Lines that do not start with `"` (a live run's `==PROF==` lines) are skipped.
+Lines that do not start with `"` (a live run's `==PROF==` lines) are skipped. Rows are streamed, at most
+RECORDS (estimator/input_limits.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,11 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Iterator
 from types import MappingProxyType
 
+from estimator.errors import UserError
+from estimator.input_limits import Counter
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
@@ -93,22 +97,29 @@ def _value(text: str | None, unit: str | None) -> tuple[float, str] | None:
 
 
 def _dim3(text: str | None) -> tuple[int, int, int] | None:
-    nums = re.findall(r"\d+", text or "")
-    return (int(nums[0]), int(nums[1]), int(nums[2])) if len(nums) == 3 else None
+    nums = re.findall(r"[0-9]+", text or "")
+    ok = len(nums) == 3 and all(len(n) <= 18 for n in nums)
+    return (int(nums[0]), int(nums[1]), int(nums[2])) if ok else None
 
 
 def _int(text: str | None) -> int | None:
     text = (text or "").replace(",", "").strip()
-    return int(text) if text.isdigit() else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
-def _rows(path: str) -> list[list[str]]:
+def _rows(path: str):
+    """The CSV rows of the quoted lines, streamed; ProfileError for what is not CSV text, LimitError past
+    RECORDS rows."""
+    counter = Counter(path)
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            lines = [line for line in f if line.startswith('"')]
+            for row in csv.reader(line for line in f if line.startswith('"')):
+                counter.add()
+                yield row
     except UnicodeDecodeError:
         raise ProfileError(f"{path}: not a text CSV file") from None
-    return list(csv.reader(lines))
+    except csv.Error as exc:  # a NUL byte, a field past csv's field size limit
+        raise ProfileError(f"{path}: not a readable CSV file ({exc})") from None
 
 
 def _check(path: str, header: list[str], wanted: tuple[str, ...], page: str) -> None:
@@ -153,14 +164,19 @@ def _gpu(idents: list[dict[str, str]]) -> GpuInfo | None:
 
 def read(path: str) -> Profile:
     rows = _rows(path)
-    if not rows:
+    header = next(rows, None)
+    if header is None:
         raise ProfileError(f"{path}: no CSV rows (an ncu CSV starts with a quoted header line)")
-    header = rows[0]
     _check(path, header, IDENTITY, "CSV")
-    return _details(path, header, rows[1:]) if "Metric Name" in header else _raw(path, header, rows[1:])
+    try:
+        return _details(path, header, rows) if "Metric Name" in header else _raw(path, header, rows)
+    except UserError:  # already one line (a limit included)
+        raise
+    except (KeyError, IndexError, ValueError, OverflowError) as exc:  # e.g. ID after the metric columns
+        raise ProfileError(f"{path}: malformed ncu CSV ({type(exc).__name__}: {exc})") from None
 
 
-def _details(path: str, header: list[str], rows: list[list[str]]) -> Profile:
+def _details(path: str, header: list[str], rows: Iterator[list[str]]) -> Profile:
     _check(path, header, DETAILS, "details-page")
     col = {c: i for i, c in enumerate(header)}
     launches: dict[str, tuple[dict[str, str], dict[str, float]]] = {}
@@ -188,8 +204,9 @@ def _details(path: str, header: list[str], rows: list[list[str]]) -> Profile:
     return Profile(path, "ncu-csv", kernels, _gpu([i for i, _ in launches.values()]), warnings)
 
 
-def _raw(path: str, header: list[str], rows: list[list[str]]) -> Profile:
-    if not rows:
+def _raw(path: str, header: list[str], rows: Iterator[list[str]]) -> Profile:
+    units = next(rows, None)
+    if units is None:
         raise ProfileError(f"{path}: the ncu raw-page CSV has no units row and no launches")
     first_metric = next((i for i, c in enumerate(header) if "__" in c), None)
     if first_metric is None:
@@ -197,7 +214,7 @@ def _raw(path: str, header: list[str], rows: list[list[str]]) -> Profile:
             f"{path}: neither an ncu details page (no 'Metric Name' column) nor a raw page "
             f"(no metric columns such as gpu__time_duration.sum)"
         )
-    units, launches = rows[0], rows[1:]
+    launches = rows
     warnings: list[str] = []
     kernels = []
     idents = []

@@ -3,15 +3,18 @@ time) and `cuda_gpu_trace` (one row per kernel launch, memcpy and memset).
 
 The header is located by its column names (stdout may carry `Generating SQLite file ...` lines before
 it); the time unit is read from the column suffix (`(ns)`, `(us)`, `(ms)`, `(s)`: `--timeunit`). The
-older `gpukernsum` spelling (`Average`, `Minimum`, ...) is accepted. A summary row becomes one record of
+older `gpukernsum` spelling (`Average`, `Minimum`, ...) is accepted. Rows are streamed, at most RECORDS
+(estimator/input_limits.py). A summary row becomes one record of
 `instances` launches with their summed time: it has no timestamps, streams or launch shapes.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import re
 
+from estimator.input_limits import Counter
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
@@ -26,29 +29,44 @@ def _base(column: str) -> tuple[str, float]:
     return (m.group(1), TIME_UNITS[m.group(2)]) if m else (column.strip(), 1.0)
 
 
-def _header(path: str) -> tuple[list[list[str]], int]:
+def _rows(path: str):
+    """(row index, row) of the file, streamed; ProfileError for what is not CSV text, LimitError past
+    RECORDS rows."""
+    counter = Counter(path)
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
+            for i, row in enumerate(csv.reader(f)):
+                counter.add()
+                yield i, row
     except UnicodeDecodeError:
         raise ProfileError(f"{path}: not a text CSV file") from None
-    for i, row in enumerate(rows):
+    except csv.Error as exc:  # a NUL byte, a field past csv's field size limit
+        raise ProfileError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def _header(path: str):
+    """The rows after the header, the header's index and the header."""
+    rows = _rows(path)
+    for i, row in rows:
         if "Name" in row or "RangeId" in row:
-            return rows, i
+            return rows, i, row
     raise ProfileError(f"{path}: no nsys stats CSV header (a line with a Name column) in the file")
 
 
 def _number(text: str, path: str, line: int) -> float:
     try:
-        return float(text.replace(",", ""))
+        value = float(text.replace(",", ""))
     except ValueError:
-        raise ProfileError(f"{path}: line {line + 1}: {text!r} is not a number") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise ProfileError(f"{path}: line {line + 1}: {text[:40]!r} is not a number")
+    return value
 
 
 def read(path: str) -> Profile:
-    rows, at = _header(path)
-    header = [_base(c)[0] for c in rows[at]]
-    scale = {_base(c)[0]: _base(c)[1] for c in rows[at]}
+    rows, at, head = _header(path)
+    header = [_base(c)[0] for c in head]
+    scale = {_base(c)[0]: _base(c)[1] for c in head}
     col = {c: i for i, c in enumerate(header)}
     if "RangeId" in col or "NameTree" in col:
         raise ProfileError(
@@ -67,11 +85,11 @@ def read(path: str) -> Profile:
 
 
 def _summary(path, rows, at, col, scale) -> Profile:
-    kernels = []
-    for i, row in enumerate(rows[at + 1 :], start=at + 1):
-        if len(row) < len(col):
+    kernels, width = [], max(col.values()) + 1
+    for i, row in rows:
+        if len(row) < width:
             if any(c.strip() for c in row):
-                raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {len(col)} columns (truncated?)")
+                raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {width} columns (truncated?)")
             continue
         name = row[col["Name"]]
         total = _number(row[col["Total Time"]], path, i) / scale["Total Time"]
@@ -100,13 +118,13 @@ def _summary(path, rows, at, col, scale) -> Profile:
 
 
 def _trace(path, rows, at, col, scale) -> Profile:
-    kernels, gpu, skipped = [], None, 0
+    kernels, gpu, skipped, width = [], None, 0, max(col.values()) + 1
     grid = [c for c in ("GrdX", "GrdY", "GrdZ") if c in col]
     block = [c for c in ("BlkX", "BlkY", "BlkZ") if c in col]
-    for i, row in enumerate(rows[at + 1 :], start=at + 1):
-        if len(row) < len(col):
+    for i, row in rows:
+        if len(row) < width:
             if any(c.strip() for c in row):
-                raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {len(col)} columns (truncated?)")
+                raise ProfileError(f"{path}: line {i + 1} has {len(row)} of {width} columns (truncated?)")
             continue
         if len(grid) == 3 and not row[col["GrdX"]].strip():
             skipped += 1  # a memcpy or memset
@@ -136,7 +154,7 @@ def _trace(path, rows, at, col, scale) -> Profile:
 
 def _device(text: str) -> tuple[str | None, int | None]:
     """'NVIDIA H100 80GB HBM3 (0)' -> ('NVIDIA H100 80GB HBM3', 0)."""
-    m = re.fullmatch(r"\s*(.*?)\s*\((\d+)\)\s*", text)
+    m = re.fullmatch(r"\s*(.*?)\s*\(([0-9]{1,9})\)\s*", text)
     if m:
         return m.group(1), int(m.group(2))
     return (text.strip() or None), None

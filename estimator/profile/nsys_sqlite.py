@@ -14,9 +14,13 @@ a kernel table without the needed columns, refuses the file.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import urllib.parse
 from collections import defaultdict
 
+from estimator.errors import UserError
+from estimator.input_limits import RECORDS, Counter
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
 
@@ -28,10 +32,12 @@ NVTX_RANGES = (59, 60)  # ENUM_NSYS_EVENT_TYPE: PushPop, StartEnd
 
 
 def _connect(path: str) -> tuple[sqlite3.Connection, set[str]]:
+    # Read-only and immutable (no journal, no lock, no write of any kind); extensions are never enabled.
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=ro&immutable=1"
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(uri, uri=True)
         tables = {r[0] for r in db.execute("select name from sqlite_master where type='table'")}
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:
         raise ProfileError(f"{path}: not a readable SQLite file, damaged or truncated ({exc})") from None
     return db, tables
 
@@ -79,7 +85,7 @@ def _gpus(db: sqlite3.Connection, tables: set[str]) -> dict[int, GpuInfo]:
     return out
 
 
-def _nvtx(db: sqlite3.Connection, tables: set[str]) -> dict[int, list[tuple[int, int, str]]]:
+def _nvtx(db: sqlite3.Connection, tables: set[str], path: str) -> dict[int, list[tuple[int, int, str]]]:
     """Per thread (globalTid), its NVTX ranges (start, end, text) sorted by start."""
     if "NVTX_EVENTS" not in tables:
         return {}
@@ -91,7 +97,9 @@ def _nvtx(db: sqlite3.Connection, tables: set[str]) -> dict[int, list[tuple[int,
         f"select n.globalTid, n.start, n.end, {text} from NVTX_EVENTS n {join} "
         f"where n.eventType in ({', '.join(map(str, NVTX_RANGES))}) and n.end is not null"
     )
+    counter = Counter(f"{path}: NVTX_EVENTS")
     for tid, start, end, label in db.execute(sql):
+        counter.add()
         ranges[tid].append((start, end, label or ""))
     for rs in ranges.values():
         rs.sort(key=lambda r: (r[0], -r[1]))  # an outer range before the inner one that starts with it
@@ -138,8 +146,14 @@ def read(path: str) -> Profile:
     db, tables = _connect(path)
     try:
         return _read(db, tables, path)
-    except sqlite3.DatabaseError as exc:  # a truncated file opens but fails on the first page it misses
+    except sqlite3.Error as exc:  # a truncated file opens but fails on the first page it misses
         raise ProfileError(f"{path}: the SQLite export is damaged or truncated ({exc})") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, UserError):
+            raise
+        # the right tables and columns holding the wrong types (a text start time, a NULL end)
+        raise ProfileError(f"{path}: the export's tables hold values of the wrong type "
+                           f"({type(exc).__name__}: {exc})") from None
     finally:
         db.close()
 
@@ -186,8 +200,11 @@ def _read(db: sqlite3.Connection, tables: set[str], path: str) -> Profile:
         f"{', '.join('k.' + c if c != 'NULL' else c for c in opt)} "
         f"from {KERNEL} k join StringIds s on s.id = k.demangledName {launch_join} order by k.start"
     )
-    rows = db.execute(sql).fetchall()
-    nodes = _nodes(_nvtx(db, tables), rows)
+    most = RECORDS.value()
+    rows = db.execute(sql).fetchmany(most + 1)
+    if len(rows) > most:
+        raise RECORDS.refuse(f"{path}: {KERNEL}")
+    nodes = _nodes(_nvtx(db, tables, path), rows)
     kernels = []
     unlaunched = 0
     for row, node in zip(rows, nodes, strict=True):

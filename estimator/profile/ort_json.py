@@ -16,10 +16,10 @@ With Kernel events the kernels are the records; without them the node events are
 from __future__ import annotations
 
 import bisect
-import json
 
+from estimator.errors import UserError
 from estimator.ops import kind_of as op_kind
-from estimator.profile import names
+from estimator.profile import json_stream, names
 from estimator.profile.record import MeasuredKernel, Profile, ProfileError
 
 KERNEL_SUFFIX = "_kernel_time"  # as estimator.truth.ort_runner.KERNEL_SUFFIX
@@ -37,6 +37,11 @@ OP_KINDS = {
     "rotary": "elementwise",
     "quant": "elementwise",
 }
+
+
+# The event categories this reader uses (load.py keeps only these while it streams the profile).
+CATEGORIES = ("Node", "Kernel", "Session")
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError)
 
 
 def looks_like(doc: object) -> bool:
@@ -58,7 +63,9 @@ def read_events(path: str, events: list) -> Profile:
         raise ProfileError(f"{path}: a JSON array but not an onnxruntime profile (no Node or Session events)")
     try:
         return _read(path, events)
-    except (KeyError, TypeError, ValueError) as exc:
+    except UserError:  # already one line (a limit included)
+        raise
+    except MALFORMED as exc:
         raise ProfileError(
             f"{path}: malformed onnxruntime profile event ({type(exc).__name__}: {exc})"
         ) from None
@@ -147,9 +154,8 @@ def _int(v) -> int | None:
 
 
 def read(path: str) -> Profile:
-    try:
-        with open(path, encoding="utf-8") as f:
-            events = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ProfileError(f"{path}: not valid JSON ({exc})") from None
+    with open(path, "rb") as f:
+        events = json_stream.parse(f.read, path, lambda e: isinstance(e, dict) and e.get("cat") in CATEGORIES)
+    if not isinstance(events, list):
+        raise ProfileError(f"{path}: an onnxruntime profile is a JSON array of events")
     return read_events(path, events)

@@ -15,8 +15,14 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from estimator.errors import UserError
 from estimator.profile import names
 from estimator.profile.record import GpuInfo, MeasuredKernel, Profile, ProfileError
+
+# The event categories this reader uses (load.py keeps only these while it streams the trace).
+CATEGORIES = ("kernel", "cuda_runtime", "cuda_profiler_range")
+# What a malformed event raises in _read (a field of the wrong type, a missing key, an inf to int).
+MALFORMED = (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError)
 
 
 def looks_like(doc: object) -> bool:
@@ -39,7 +45,9 @@ def _dim3(v) -> tuple[int, int, int] | None:
 def read_doc(path: str, doc: dict) -> Profile:
     try:
         return _read(path, doc)
-    except (KeyError, TypeError, ValueError) as exc:
+    except UserError:  # already one line (a limit included)
+        raise
+    except MALFORMED as exc:
         raise ProfileError(f"{path}: malformed Kineto trace event ({type(exc).__name__}: {exc})") from None
 
 

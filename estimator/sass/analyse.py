@@ -10,6 +10,7 @@ import re
 from collections import Counter
 
 from estimator.errors import UserError
+from estimator.input_limits import read_bytes
 from estimator.sass import disasm, elf, findings, idesc, inputs, loops, mix
 from estimator.sass.limits import Target, resolve, runs_on
 from estimator.sass.occupancy import occupancy
@@ -75,10 +76,11 @@ def analyse_file(
 def _target_of_cubin(path: str) -> Target:
     """Without --arch: a cubin is analysed for its own SM, anything else for DEFAULT_ARCH."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = read_bytes(path)
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a directory, not a file") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror}") from None
     if elf.is_elf(data) and len(data) > 0x14 and data[0x12] == 190:

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from estimator.errors import UserError
 from estimator.sass.disasm import Function, Instruction
 
 _TERMINATORS = ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "BPT")
 _INDIRECT = ("BRX", "JMX")
+MAX_LOOPS = 512  # loop headers per function (nesting them is quadratic); real kernels have a few dozen
+MAX_BLOCKS = 65536  # basic blocks per function; a big CUTLASS kernel has a few thousand
+DOMINATOR_STEPS = 5_000_000  # ~1 s of Python; compiled kernels take a few times their block count
 
 
 @dataclass
@@ -105,16 +109,27 @@ def dominators(blocks: list[Block]) -> dict[int, int]:
     """Immediate dominator of every block reachable from the entry (the entry maps to itself)."""
     if not blocks:
         return {}
+    if len(blocks) > MAX_BLOCKS:
+        raise UserError(f"a function of {len(blocks):,} basic blocks (at most {MAX_BLOCKS:,}): not a listing "
+                        f"this analysis takes")
     rpo = _rpo(blocks)
     pos = {b: i for i, b in enumerate(rpo)}
     idom = {0: 0}
+    budget = [DOMINATOR_STEPS]
 
     def intersect(a: int, b: int) -> int:
+        # Cooper-Harvey-Kennedy: near-linear on compiled code, quadratic on a hostile graph (a branch
+        # repeated 30k times to one label): past DOMINATOR_STEPS the function is refused.
         while a != b:
             while pos[a] > pos[b]:
                 a = idom[a]
+                budget[0] -= 1
             while pos[b] > pos[a]:
                 b = idom[b]
+                budget[0] -= 1
+            if budget[0] < 0:
+                raise UserError(f"a control-flow graph of {len(blocks):,} blocks whose dominators take more "
+                                f"than {DOMINATOR_STEPS:,} steps: not a listing this analysis takes")
         return a
 
     changed = True
@@ -132,6 +147,7 @@ def dominators(blocks: list[Block]) -> dict[int, int]:
 
 
 def dominates(idom: dict[int, int], a: int, b: int) -> bool:
+    """Whether a dominates b, walking up the tree (natural_loops asks _intervals instead)."""
     while True:
         if a == b:
             return True
@@ -140,16 +156,43 @@ def dominates(idom: dict[int, int], a: int, b: int) -> bool:
         b = idom[b]
 
 
+def _intervals(idom: dict[int, int]) -> dict[int, tuple[int, int]]:
+    """Each block's (entry, exit) times in a depth-first walk of the dominator tree: a dominates b iff
+    a's interval holds b's. O(1) per question, where walking up the tree is O(depth) (a chain of 30k
+    blocks made that quadratic)."""
+    children: dict[int, list[int]] = {}
+    for b, d in idom.items():
+        if b != d:
+            children.setdefault(d, []).append(b)
+    times: dict[int, tuple[int, int]] = {}
+    clock, stack = 0, [(0, False)]
+    enter: dict[int, int] = {}
+    while stack:
+        node, leaving = stack.pop()
+        clock += 1
+        if leaving:
+            times[node] = (enter[node], clock)
+            continue
+        enter[node] = clock
+        stack.append((node, True))
+        stack.extend((c, False) for c in children.get(node, ()))
+    return times
+
+
 def natural_loops(blocks: list[Block]) -> list[Loop]:
     """Natural loops (back edges merged per header), outermost first, with parent/child links."""
     idom = dominators(blocks)
+    times = _intervals(idom)
     latches: dict[int, list[int]] = {}
     for b in blocks:
-        if b.index not in idom:
+        if b.index not in times:
             continue
         for s in b.succs:
-            if dominates(idom, s, b.index):
-                latches.setdefault(s, []).append(b.index)
+            if s in times and times[s][0] <= times[b.index][0] and times[b.index][1] <= times[s][1]:
+                latches.setdefault(s, []).append(b.index)  # s dominates b: a back edge
+    if len(latches) > MAX_LOOPS:
+        raise UserError(f"a function with {len(latches):,} loop headers (at most {MAX_LOOPS:,}): not a "
+                        f"listing this analysis takes")
     loops = []
     for header, srcs in latches.items():
         body, work = {header}, list(srcs)

@@ -1,9 +1,10 @@
-"""Instructions of a cubin from one `nvdisasm -c -hex` call, split per function.
+r"""Instructions of a cubin from one `nvdisasm -c -hex` call, split per function.
 
 Each instruction line is `/*offset*/ [@[!]P] OPCODE[.MODS] operands ; [(*"annotation"*)] /* 0xlow */`,
 followed by a line holding the high 64-bit word. Bits 41-44 of the high word are the stall count
 (the control-code layout of maxas / turingas; reference/sass.md s.6). Labels (`.L_x_N:`) name branch
-targets; `(*"SpillRefill"*)` marks spill code (as opposed to local arrays, which also use LDL/STL).
+targets; `(*"SpillRefill"*)` marks spill code (as opposed to local arrays, which also use LDL/STL). The
+annotation is matched as `(*"..."*)` exactly: a looser `\(\*.*?\*\)` made a hostile line quadratic.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from estimator.errors import UserError
 from estimator.sass import tools
 
+LINE_CHARS = 1 << 12  # nvdisasm's lines are < 300 characters; a hostile one is refused before the pattern
+
 _INS_RE = re.compile(
-    r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*.*?\*\))?\s*;"
+    r"^\s*/\*([0-9a-f]{4,})\*/\s+(?:(@!?U?P[T0-9]+)\s+)?([A-Z0-9_][A-Za-z0-9_.]*)\s*(.*?)\s*(\(\*\"[^\"*]*\"\*\))?\s*;"
     r"\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$"
 )
 _HIGH_RE = re.compile(r"^\s*/\*\s*0x([0-9a-f]{16})\s*\*/\s*$")
@@ -69,7 +73,10 @@ def parse(text: str) -> Disassembly:
     current: Function | None = None
     pending_labels: list[str] = []
     last: Instruction | None = None
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
+        if len(line) > LINE_CHARS:
+            raise UserError(f"line {number} of the listing is {len(line):,} characters long (at most "
+                            f"{LINE_CHARS:,}): not nvdisasm output")
         if not sm and (m := _TARGET_RE.match(line)):
             sm = m.group(1)
             continue

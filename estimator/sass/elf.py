@@ -41,6 +41,9 @@ EIATTR = {
     0x54: "REG_RECONFIG",
 }
 _FMT_SVAL = 0x04
+_SYM_BYTES = 24  # an Elf64_Sym
+_SHDR_BYTES = 64  # an Elf64_Shdr
+NAME_BYTES = 1 << 16  # a section or symbol name (a mangled template name is a few KB at most)
 _EM_CUDA = 190
 _SHT_NOBITS = 8
 
@@ -81,7 +84,9 @@ def read(data: bytes, what: str = "cubin") -> ElfModule:
         raise UserError(f"{what}: not an ELF file")
     try:
         return _read(data)
-    except (struct.error, IndexError, ValueError) as e:
+    except UserError as e:
+        raise UserError(f"{what}: {e}") from None
+    except (struct.error, IndexError, ValueError, OverflowError, KeyError) as e:
         raise UserError(f"{what}: truncated or corrupt ELF ({e})") from None
 
 
@@ -94,9 +99,9 @@ def _read(data: bytes) -> ElfModule:
     (flags,) = struct.unpack_from("<I", data, 0x30)
     (shoff,) = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    if shoff + shnum * shentsize > len(data) or shentsize < _SHDR_BYTES:
+        raise ValueError("section table past the end of the file, or its entries too small")
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    if shoff + shnum * shentsize > len(data):
-        raise ValueError("section table past the end of the file")
     strtab_off = sections[shstrndx][4]
     names = [_cstr(data, strtab_off + s[0]) for s in sections]
     symbols = _symbols(data, sections, names)
@@ -119,7 +124,8 @@ def _read(data: bytes) -> ElfModule:
 
 
 def _cstr(data: bytes, off: int) -> str:
-    return data[off : data.index(b"\0", off)].decode("utf-8", "replace")
+    """The NUL-terminated name at `off`, at most NAME_BYTES long (ValueError past that or the end)."""
+    return data[off : data.index(b"\0", off, off + NAME_BYTES)].decode("utf-8", "replace")
 
 
 def _symbols(data: bytes, sections: list, names: list[str]) -> dict:
@@ -129,11 +135,11 @@ def _symbols(data: bytes, sections: list, names: list[str]) -> dict:
         if name != ".symtab":
             continue
         _, _, _, _, off, size, link, _, _, entsize = s
+        if entsize not in (0, _SYM_BYTES) or off + size > len(data):
+            raise ValueError(f".symtab entries of {entsize} bytes, or past the end of the file")
         str_off = sections[link][4]
-        for i in range(size // (entsize or 24)):
-            st_name, st_info, st_other, _, _, _ = struct.unpack_from(
-                "<IBBHQQ", data, off + i * (entsize or 24)
-            )
+        for i in range(size // _SYM_BYTES):
+            st_name, st_info, st_other, _, _, _ = struct.unpack_from("<IBBHQQ", data, off + i * _SYM_BYTES)
             sym = _cstr(data, str_off + st_name)
             out[i] = sym
             if st_info & 0xF == 2 and st_other & 0x10:  # STT_FUNC with STO_CUDA_ENTRY

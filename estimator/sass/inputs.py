@@ -6,6 +6,7 @@
 - a fatbin or a host ELF: `cuobjdump -lelf` lists the embedded cubins, `-xelf` extracts those that run on
   the target (an executable holds one per translation unit); failing that, PTX that the driver would JIT
   for the target is extracted and ptxas'd.
+Every input is at most INPUT_BYTES (estimator/input_limits.py); the tools run with tools.run's limits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from estimator.errors import UserError
+from estimator.input_limits import check_size, read_bytes
 from estimator.sass import elf, tools
 from estimator.sass.limits import runs_on
 
@@ -49,9 +51,13 @@ def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = (), trit
     `triton`: an estimator.sass.triton_src.TritonSpec for a `.py` Triton source."""
     p = Path(path)
     try:
-        head = p.read_bytes()[:4096]
+        check_size(path)  # every input is read whole, by this reader or by the tool it hands it to
+        with open(p, "rb") as f:
+            head = f.read(4096)
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: a directory, not a file") from None
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror}") from None
     if p.suffix in (".cu", ".cuh"):
@@ -69,7 +75,7 @@ def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = (), trit
 
 
 def _cubin(p: Path, sm: str) -> Module:
-    module = elf.read(p.read_bytes(), str(p))
+    module = elf.read(read_bytes(str(p)), str(p))
     have = f"sm_{module.sm_number}"
     if not runs_on(have, sm) and not runs_on(have + "a", sm):
         raise UserError(f"{p}: the cubin is for {have}, which does not run on {sm} (give --arch {have})")

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import functools
 import os
+import resource
 import shutil
+import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from estimator.errors import UserError
+from estimator.input_limits import TOOL_OUTPUT_BYTES, TOOL_SECONDS
 
-TIMEOUT_S = 120.0
+TIMEOUT_S = None  # ESTIMATOR_TOOL_TIMEOUT_S (estimator/input_limits.py), 120 s unless set
 _HOWTO = {
     "nvcc": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`); put nvcc on PATH or set CUDA_HOME",
     "ptxas": "install the CUDA toolkit (or `pip install nvidia-cuda-nvcc`); put ptxas on PATH or CUDA_HOME",
@@ -64,19 +68,45 @@ def available(tool: str) -> bool:
 
 
 def run(
-    tool: str, args: list[str], timeout_s: float = TIMEOUT_S, what: str = "", cwd=None
+    tool: str, args: list[str], timeout_s: float | None = TIMEOUT_S, what: str = "", cwd=None
 ) -> subprocess.CompletedProcess:
-    """Runs `tool args`; a non-zero exit becomes UserError with the tool's first error line."""
+    """Runs `tool args` (no shell) within TOOL_SECONDS, its output and the files it writes within
+    TOOL_OUTPUT_BYTES each (RLIMIT_FSIZE: the output goes to files, so a listing that would not fit in
+    memory never reaches it); a non-zero exit becomes UserError with the tool's first error line."""
     exe = find(tool)
-    try:
-        proc = subprocess.run([exe, *args], capture_output=True, text=True, timeout=timeout_s, cwd=cwd)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"{tool} timed out after {timeout_s:g} s{' on ' + what if what else ''}") from None
+    timeout_s = timeout_s or TOOL_SECONDS.value()
+    cap = TOOL_OUTPUT_BYTES.value()
+    on = f" on {what}" if what else ""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            code = subprocess.run([exe, *args], stdout=out, stderr=err, timeout=timeout_s, cwd=cwd,
+                                  preexec_fn=lambda: _cap(cap, timeout_s)).returncode
+        except subprocess.TimeoutExpired:
+            raise TOOL_SECONDS.refuse(f"{tool}{on}") from None
+        printed = max(os.fstat(out.fileno()).st_size, os.fstat(err.fileno()).st_size)
+        if code in (-signal.SIGXCPU, -signal.SIGKILL) and not printed > cap:
+            raise TOOL_SECONDS.refuse(f"{tool}{on}", "CPU time")
+        if code == -signal.SIGXFSZ or printed > cap:
+            raise TOOL_OUTPUT_BYTES.refuse(f"{tool}{on}")
+        proc = subprocess.CompletedProcess([exe, *args], code, _text(out), _text(err))
     if proc.returncode != 0:
         raise UserError(
             f"{tool} failed{' on ' + what if what else ''}: {first_error(proc.stderr or proc.stdout)}"
         )
     return proc
+
+
+def _cap(cap: int, seconds: float) -> None:
+    """In the child, before exec: no file (its stdout and stderr files included) past `cap` bytes, and no
+    more CPU time than the wall-clock timeout (a tool that forks its own, as nvcc does, caps each)."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    cpu = max(1, int(seconds))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+
+def _text(f) -> str:
+    f.seek(0)
+    return f.read().decode("utf-8", "replace")
 
 
 def first_error(text: str) -> str:
