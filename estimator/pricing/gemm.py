@@ -247,16 +247,23 @@ def _wave_rereads(g: Gemm, a_total: Any, b_total: Any, tiles_m: Any, tiles_n: An
     times and B ceil(tiles_m / r) times. The best swizzle of either raster order."""
     # rows of the swizzled dim a wave needs whatever the swizzle: ceil(slots / far), once per raster order
     fill = {True: sm.ceil_div(slots, tiles_n), False: sm.ceil_div(slots, tiles_m)}
-    best = None
+    best, seen = None, set()
     for s in RASTER_SWIZZLES:
         for along_n in (True, False):
             far, near = (tiles_n, tiles_m) if along_n else (tiles_m, tiles_n)
-            r = sm.minimum(near, sm.maximum(s, fill[along_n]))  # the swizzled dim's extent
+            wide = sm.maximum(s, fill[along_n])
+            if type(wide) in (int, float):  # a swizzle below the fill: the same raster as one before
+                if (along_n, wide) in seen:
+                    continue
+                seen.add((along_n, wide))
+            r = sm.minimum(near, wide)  # the swizzled dim's extent
             c = sm.minimum(far, sm.ceil_div(slots, r))
             rows_per_wave, cols_per_wave = (r, c) if along_n else (c, r)
-            extra = (_times(a_total * (sm.ceil_div(tiles_n, cols_per_wave) - 1), 1 - g.a_in_l2)
-                     + _times(b_total * (sm.ceil_div(tiles_m, rows_per_wave) - 1), 1 - g.b_in_l2))
-            best = extra if best is None else sm.minimum(best, extra)
+            # a_total * (ceil(tiles_n / cols_per_wave) - 1) * (1 - a_in_l2) + the same of B
+            reads_a = _into(_into(sm.ceil_div(tiles_n, cols_per_wave), 1, np.subtract), a_total, np.multiply)
+            reads_b = _into(_into(sm.ceil_div(tiles_m, rows_per_wave), 1, np.subtract), b_total, np.multiply)
+            extra = _into(_times(reads_a, 1 - g.a_in_l2), _times(reads_b, 1 - g.b_in_l2), np.add)
+            best = extra if best is None else _into(best, extra, np.minimum)
     return best
 
 
@@ -333,7 +340,8 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
         t_compute = _into(t_compute, iters * o.t_edge, np.add)
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
-        dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
+        partials = _into(_into(2 * split * g.batch * g.m, g.n, np.multiply), FP32_BYTES, np.multiply)
+        dram_extra = _into(partials, dram_extra, np.add)  # dram_extra + 2 * split * batch * M * N * 4
     t_dram = _t_dram(o.fixed, dram_extra)
     # launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s]
     time = _into(sm.maximum(t_compute, t_dram, o.t_l2), eff["launch_s"] + eff["mem_latency_s"], np.add)
@@ -350,7 +358,8 @@ def _is_zero(x: Any) -> bool:
 
 
 _OPERATORS = {np.add: operator.add, np.multiply: operator.mul, np.subtract: operator.sub,
-              np.true_divide: operator.truediv, np.maximum: lambda a, b: sm.maximum(a, b)}
+              np.true_divide: operator.truediv, np.maximum: lambda a, b: sm.maximum(a, b),
+              np.minimum: lambda a, b: sm.minimum(a, b)}
 
 
 def _into(a: Any, b: Any, ufunc: np.ufunc) -> Any:
@@ -389,8 +398,8 @@ def _t_dram(f: _Fixed, dram_extra: Any) -> Any:
     rate."""
     if f.t_dram0 is not None and isinstance(dram_extra, (int, float)) and dram_extra == 0:
         return f.t_dram0  # no extra bytes: the GEMM's one value, for every such candidate
-    reads = (f.dram_base + dram_extra) / f.dram_rate
-    return reads if f.t_store is None else reads + f.t_store
+    reads = _into(f.dram_base + dram_extra, f.dram_rate, np.true_divide)
+    return reads if f.t_store is None else _into(reads, f.t_store, np.add)
 
 
 def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
