@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from types import MappingProxyType
@@ -29,22 +30,33 @@ def is_sym(x: Any) -> bool:
     return isinstance(x, sympy.Basic) and not x.is_number
 
 
+_PLAIN = (float, int, bool)  # python numbers: neither arrays nor sympy (exact types, checked first)
+
+
 def _kind(*xs: Any) -> str:
-    if any(isinstance(x, np.ndarray) for x in xs):
-        return "np"
-    if any(isinstance(x, sympy.Basic) and not x.is_number for x in xs):
-        return "sym"
-    return "num"
+    sym = False
+    for x in xs:  # one pass, plain numbers first: this dispatch runs for every operation of the tile model
+        if type(x) in _PLAIN:
+            continue
+        if isinstance(x, np.ndarray):
+            return "np"
+        if not sym and isinstance(x, sympy.Basic) and not x.is_number:
+            sym = True
+    return "sym" if sym else "num"
 
 
 def num(x: Any) -> Any:
     """A sympy number as a float; anything else unchanged."""
+    if type(x) in _PLAIN or type(x) is np.ndarray:
+        return x
     if isinstance(x, sympy.Basic) and x.is_number:
         return int(x) if x.is_Integer else float(x)
     return x
 
 
 def ceil(x: Any) -> Any:
+    if type(x) is np.ndarray:
+        return np.ceil(x)
     x = num(x)
     kind = _kind(x)
     if kind == "np":
@@ -79,6 +91,12 @@ def floor_div(a: Any, b: Any) -> Any:
 
 def _extreme(xs: tuple, np_fn, sym_fn, py_fn) -> Any:
     """Elementwise max/min over numbers, numpy arrays or sympy expressions alike."""
+    if any(type(x) is np.ndarray for x in xs):  # the arrays' case first (points: the hot one)
+        xs = tuple(num(x) for x in xs)
+        out = xs[0]
+        for x in xs[1:]:
+            out = np_fn(out, x)
+        return out
     xs = tuple(num(x) for x in xs)
     kind = _kind(*xs)
     if kind == "np":
@@ -239,24 +257,72 @@ def argmin(choices: list) -> Any:
 
         return min(range(len(choices)), key=key)
     n = max(np.size(c.time) for c in choices)
+    return _scan(choices, n)
 
+
+def argmin_of(choices: Iterable) -> tuple[list, Any]:
+    """(the candidates, `argmin` of them) from an iterable consumed once. On arrays of points a candidate
+    better nowhere at its turn (which argmin's running minimum can then never pick) is dropped as it
+    comes, None in the list: a menu's ~200 candidates of a dozen arrays each are not all held at once
+    (allocating their memory afresh for every kernel cost as much as pricing them)."""
+    it = iter(choices)
+    first = next(it, None)
+    if first is None:
+        return [], None
+    if not (isinstance(first.time, np.ndarray) and first.time.ndim == 1 and first.time.size > 1):
+        listed = [first, *it]  # numbers, or points of another shape: argmin over the whole list
+        return listed, argmin(listed)
+    kept = [first]
+    return kept, _scan(itertools.chain((first,), it), first.time.size, kept)
+
+
+def _scan(choices: Iterable, n: int, kept: list | None = None) -> np.ndarray:
+    """argmin's running minimum over candidates at n points; `kept` (not None) gets every candidate after
+    the first, or None for one better nowhere at its turn."""
     def arr(x: Any) -> np.ndarray:
         if isinstance(x, np.ndarray) and x.shape == (n,) and x.dtype == np.float64:
             return x  # already one float per point (broadcast_to costs more than the math here)
+        if np.size(x) not in (1, n):
+            raise ValueError(f"a candidate at {np.size(x)} points among candidates at {n}")
         return np.broadcast_to(np.asarray(x, dtype=float), (n,))
 
+    it = iter(choices)
+    first = next(it)
     best = np.zeros(n, dtype=np.int64)
-    best_rt = np.round(arr(choices[0].time), ROUND_DIGITS)
-    best_tc = arr(choices[0].t_compute).copy()
-    for i, c in enumerate(choices[1:], start=1):
-        rt, tc = np.round(arr(c.time), ROUND_DIGITS), arr(c.t_compute)
-        better = (rt < best_rt) | ((rt == best_rt) & (tc < best_tc))
+    best_rt = np.round(arr(first.time), ROUND_DIGITS)
+    best_tc = arr(first.t_compute).copy()
+    limit = _reach(best_rt)
+    rt, better, tie = np.empty(n), np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+    for i, c in enumerate(it, start=1):
+        if kept is not None:
+            kept.append(None)
+        time = arr(c.time)
+        np.less_equal(time, limit, out=better)
+        if not better.any():
+            continue  # slower than the best everywhere, rounded or not (see _reach)
+        np.round(time, ROUND_DIGITS, out=rt)
+        tc = arr(c.t_compute)
+        np.equal(rt, best_rt, out=tie)
+        tie &= tc < best_tc
+        np.less(rt, best_rt, out=better)
+        better |= tie
         if not better.any():
             continue
         np.copyto(best_rt, rt, where=better)
         np.copyto(best_tc, tc, where=better)
         best[better] = i
+        limit = _reach(best_rt)
+        if kept is not None:
+            kept[i] = c
     return best
+
+
+def _reach(best_rt: np.ndarray) -> np.ndarray:
+    """Per point, a time above every time that rounds (ROUND_DIGITS) to at most `best_rt`: a candidate
+    slower than this at every point loses everywhere, and is skipped without rounding its times (the
+    choice is the same). Rounding moves a time by at most half of 10**-ROUND_DIGITS, plus the relative
+    error of its scaling (a few 1e-16); the margin here is 10**-ROUND_DIGITS and 1e-9 of the time."""
+    return best_rt * (1 + 1e-9) + 10.0 ** -ROUND_DIGITS
 
 
 class Picked:

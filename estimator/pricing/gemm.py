@@ -48,6 +48,8 @@ in `estimator/pricing/plan.py`), a float for one bound kernel, or a numpy array 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -160,12 +162,55 @@ def occupancy(tile: GemmTile, menu: FamilyMenu, hw: Hw, a_bytes: float, b_bytes:
     return ctas, stages, tile_k
 
 
+@dataclass(frozen=True)
+class _Fixed:
+    """What a GEMM's DRAM side costs whatever the candidate, computed once for all of them (with arrays
+    of points every operation counts: a sweep prices ~1000 candidates a kernel)."""
+
+    a_total: Any  # A's bytes, read once (and B's)
+    b_total: Any
+    fits: Any  # A and B fit in the usable L2 (None: free dims, assumed to fit)
+    all_fit: bool  # ... at every point
+    no_extra: Any  # the re-reads where all fit: 0 in the operands' number type
+    dram_base: Any  # the DRAM bytes at the read rate (Work's, less C where C is stored at its own rate)
+    dram_rate: float  # bytes per second of the reads
+    t_store: Any  # C's store time at its own rate, None where the descriptor has none
+    t_dram0: Any  # t_dram with no extra bytes
+
+
+def _fixed(g: Gemm, menu: FamilyMenu | None, hw: Hw) -> _Fixed:
+    """The GEMM's _Fixed (`menu` None: only the L2 figures are wanted, the DRAM ones left None)."""
+    a_total = g.batch * g.m * g.k * g.a_bytes
+    b_total = g.batch * g.n * g.k * g.b_bytes
+    fits = None
+    if sm.numeric(a_total + b_total):
+        fits = a_total + b_total <= hw.l2_bytes * hw.eff["l2_resident"]
+    all_fit = fits is not None and bool(np.all(fits))
+    # the arrays' re-reads are a zero beside them (the same value as the zero array 0 * a_total)
+    no_extra = 0.0 if isinstance(a_total, np.ndarray) else 0 * a_total
+    if menu is None:
+        return _Fixed(a_total, b_total, fits, all_fit, no_extra, None, 0.0, None, None)
+    store_key = _store_key(g, menu)
+    bw = hw.dram_bytes_per_s
+    if store_key not in hw.eff:
+        store_key = "dram_store"
+    if store_key not in hw.eff:
+        base, t_store = g.dram_bytes, None
+    else:
+        store = g.batch * g.m * g.n * g.c_bytes
+        base, t_store = g.dram_bytes - store, store / (bw * hw.eff[store_key])
+    rate = bw * hw.eff["dram"]
+    f = _Fixed(a_total, b_total, fits, all_fit, no_extra, base, rate, t_store, None)
+    return replace(f, t_dram0=_t_dram(f, 0))
+
+
 # Rasterization swizzles of the tile scheduler (CUTLASS sm90 `max_swizzle_size`, raster along M or N):
 # a wave's CTAs cover a block of `s` tile rows (or columns) by as many columns (rows) as fill the wave.
 RASTER_SWIZZLES = (1, 2, 4, 8)
 
 
-def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, slots: int, hw: Hw) -> Any:
+def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, slots: int, hw: Hw,
+                fixed: _Fixed | None = None) -> Any:
     """DRAM bytes re-read beyond each operand once. While A and B fit in the usable L2 nothing is
     re-read; past it the cheaper of two L2 reuses (the cache keeps whichever the access stream gives):
     panels: the kernel walks the output in panels of P tile rows whose A rows stay in half the L2, B
@@ -173,22 +218,26 @@ def _dram_extra(g: Gemm, rows: int, cols: int, tiles_m: Any, tiles_n: Any, slots
     waves (`_wave_rereads`): the CTAs of one wave run their K loops in lockstep, so each k-slab of the
       wave's A rows and B columns is fetched once and shared through L2, whatever K; an operand is read
       again for every wave that covers it.
+    `fixed`: the GEMM's candidate-free figures (_fixed), made here when not given.
     NB: an operand resident in L2 is charged no re-reads."""
-    usable = hw.l2_bytes * hw.eff["l2_resident"]
-    a_total = g.batch * g.m * g.k * g.a_bytes
-    b_total = g.batch * g.n * g.k * g.b_bytes
-    if not sm.numeric(a_total + b_total):
+    f = _fixed(g, None, hw) if fixed is None else fixed
+    if f.fits is None:
         return 0  # NB: with free dims the operands are assumed to fit (no re-reads)
-    fits = a_total + b_total <= usable
-    if np.all(fits):  # nothing to re-read at any point (the common case: skip the raster search)
-        return 0 * a_total
-    half = usable / 2
+    if f.all_fit:  # nothing to re-read at any point (the common case: skip the raster search)
+        return f.no_extra
+    a_total, b_total = f.a_total, f.b_total
+    half = hw.l2_bytes * hw.eff["l2_resident"] / 2
     panel_rows = sm.maximum(1, sm.minimum(tiles_m, sm.floor_div(half, sm.maximum(1, rows * g.k * g.a_bytes))))
     panel_cols = sm.maximum(1, sm.minimum(tiles_n, sm.floor_div(half, sm.maximum(1, cols * g.k * g.b_bytes))))
-    rereads_b = b_total * (sm.ceil(tiles_m / panel_rows) - 1) * (1 - g.b_in_l2)
-    rereads_a = a_total * (sm.ceil(tiles_n / panel_cols) - 1) * (1 - g.a_in_l2)
+    rereads_b = _times(b_total * (sm.ceil(tiles_m / panel_rows) - 1), 1 - g.b_in_l2)
+    rereads_a = _times(a_total * (sm.ceil(tiles_n / panel_cols) - 1), 1 - g.a_in_l2)
     extra = sm.minimum(rereads_a, rereads_b, _wave_rereads(g, a_total, b_total, tiles_m, tiles_n, slots))
-    return sm.where(fits, 0 * extra, extra)
+    return sm.where(f.fits, 0 * extra, extra)
+
+
+def _times(x: Any, factor: Any) -> Any:
+    """`x * factor`, skipped where `factor` is the number 1 (the same value: an operand not in L2)."""
+    return x if isinstance(factor, (int, float)) and factor == 1 else x * factor
 
 
 def _wave_rereads(g: Gemm, a_total: Any, b_total: Any, tiles_m: Any, tiles_n: Any, slots: int) -> Any:
@@ -196,16 +245,25 @@ def _wave_rereads(g: Gemm, a_total: Any, b_total: Any, tiles_m: Any, tiles_n: An
     `slots` CTAs rastered with swizzle s covers r = max(s, slots / tiles_n) tile rows (at most tiles_m)
     by c = slots / r columns (at most tiles_n), or the transpose; A is then read ceil(tiles_n / c)
     times and B ceil(tiles_m / r) times. The best swizzle of either raster order."""
-    best = None
+    # rows of the swizzled dim a wave needs whatever the swizzle: ceil(slots / far), once per raster order
+    fill = {True: sm.ceil_div(slots, tiles_n), False: sm.ceil_div(slots, tiles_m)}
+    best, seen = None, set()
     for s in RASTER_SWIZZLES:
         for along_n in (True, False):
             far, near = (tiles_n, tiles_m) if along_n else (tiles_m, tiles_n)
-            r = sm.minimum(near, sm.maximum(s, sm.ceil_div(slots, far)))  # the swizzled dim's extent
+            wide = sm.maximum(s, fill[along_n])
+            if type(wide) in (int, float):  # a swizzle below the fill: the same raster as one before
+                if (along_n, wide) in seen:
+                    continue
+                seen.add((along_n, wide))
+            r = sm.minimum(near, wide)  # the swizzled dim's extent
             c = sm.minimum(far, sm.ceil_div(slots, r))
             rows_per_wave, cols_per_wave = (r, c) if along_n else (c, r)
-            extra = (a_total * (sm.ceil_div(tiles_n, cols_per_wave) - 1) * (1 - g.a_in_l2)
-                     + b_total * (sm.ceil_div(tiles_m, rows_per_wave) - 1) * (1 - g.b_in_l2))
-            best = extra if best is None else sm.minimum(best, extra)
+            # a_total * (ceil(tiles_n / cols_per_wave) - 1) * (1 - a_in_l2) + the same of B
+            reads_a = _into(_into(sm.ceil_div(tiles_n, cols_per_wave), 1, np.subtract), a_total, np.multiply)
+            reads_b = _into(_into(sm.ceil_div(tiles_m, rows_per_wave), 1, np.subtract), b_total, np.multiply)
+            extra = _into(_times(reads_a, 1 - g.a_in_l2), _times(reads_b, 1 - g.b_in_l2), np.add)
+            best = extra if best is None else _into(best, extra, np.minimum)
     return best
 
 
@@ -230,10 +288,11 @@ class _Oriented:
     l2: Any
     t_l2: Any
     t_edge: Any = 0.0  # a k-step's extra time on the partial M tile (_edge), once per kernel
-    store_key: str = "dram_store"  # the efficiency key of C's DRAM store (_store_key)
+    fixed: _Fixed | None = None  # the GEMM's candidate-free DRAM figures (_fixed)
 
 
-def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> _Oriented | None:
+def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw,
+              fixed: _Fixed | None = None) -> _Oriented | None:
     occ = occupancy(tile, menu, hw, g.a_bytes, g.b_bytes, g.c_bytes)
     if occ is None:
         return None
@@ -257,31 +316,69 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw) -> 
     slots = (hw.sm_count // tile.sms) * cpsm
     # a persistent kernel's epilogue runs under the next tile's mainloop (a second accumulator buffer)
     epilogue = cpsm * _epilogue(rows, cols, g.c_bytes, hw) if menu.scheduler == "waves" else 0.0
+    fixed = _fixed(g, menu, hw) if fixed is None else fixed
     return _Oriented(tile, swap, cpsm, stages, tile_k, g.batch * tiles_m * tiles_n, slots, k_steps, t_iter,
                      t_mma_one, t_load, epilogue, t_promote,
-                     _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw), l2,
+                     _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw, fixed), l2,
                      l2 / (hw.l2_bytes_per_s * eff["l2"]),
                      t_edge=_edge(g, lambda: (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
-                     store_key=_store_key(g, menu))
+                     fixed=fixed)
 
 
 def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
     eff = hw.eff
     ctas = o.tiles * split
-    waves = sm.ceil(ctas / o.slots)
+    waves = _fresh_ceil(ctas / o.slots)
     iters = sm.ceil(o.k_steps / split)
-    t_compute = ((waves - 1) * o.t_iter + _last_round(o, ctas, waves)) * iters + waves * o.t_epilogue
-    if not (isinstance(o.t_edge, float) and o.t_edge == 0.0):
-        t_compute = t_compute + iters * o.t_edge
+    earlier = waves - 1  # the full waves before the last
+    # t_compute = ((waves - 1) * t_iter + t_last) * iters + waves * t_epilogue [+ iters * t_edge]
+    t_compute = _into(earlier * o.t_iter, _last_round(o, ctas, earlier), np.add)
+    t_compute = _into(t_compute, iters, np.multiply)
+    if not _is_zero(o.t_epilogue):  # a persistent kernel's (0.0) adds nothing
+        t_compute = _into(t_compute, waves * o.t_epilogue, np.add)
+    if not _is_zero(o.t_edge):
+        t_compute = _into(t_compute, iters * o.t_edge, np.add)
     dram_extra = o.dram_extra
     if split > 1:  # fp32 partials written by every split and read back by the reduction
-        dram_extra = dram_extra + 2 * split * g.batch * g.m * g.n * FP32_BYTES
-    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
-    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
+        partials = _into(_into(2 * split * g.batch * g.m, g.n, np.multiply), FP32_BYTES, np.multiply)
+        dram_extra = _into(partials, dram_extra, np.add)  # dram_extra + 2 * split * batch * M * N * 4
+    t_dram = _t_dram(o.fixed, dram_extra)
+    # launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s]
+    time = _into(sm.maximum(t_compute, t_dram, o.t_l2), eff["launch_s"] + eff["mem_latency_s"], np.add)
     if split > 1:
-        time = time + eff["split_k_s"]
+        time = _into(time, eff["split_k_s"], np.add)
     return Choice(o.tile, o.swap, split, o.cpsm, o.stages, o.tiles, ctas, waves, ctas / (waves * o.slots),
                   t_compute, t_dram, o.t_l2, dram_extra, o.l2, time, tile_k_elems=o.tile_k)
+
+
+def _is_zero(x: Any) -> bool:
+    """The float 0.0 a term is where a mechanism is absent: adding it to the (positive) times changes
+    no value, so it is not added (each addition is an array operation per candidate at points)."""
+    return isinstance(x, float) and x == 0.0
+
+
+_OPERATORS = {np.add: operator.add, np.multiply: operator.mul, np.subtract: operator.sub,
+              np.true_divide: operator.truediv, np.maximum: lambda a, b: sm.maximum(a, b),
+              np.minimum: lambda a, b: sm.minimum(a, b)}
+
+
+def _into(a: Any, b: Any, ufunc: np.ufunc) -> Any:
+    """`ufunc(a, b)` (np.add: a + b...) written over `a` when `a` is a float array that the caller has
+    just built (so that nothing else holds it) and the result has its shape: the same values, without
+    a new array (at points, a candidate's dozens of operations are the sweep's inner loop; allocating
+    their results cost as much as the arithmetic). Numbers and sympy expressions: the plain operation.
+    NB: only for commutative or left-to-right uses where `a` is the left operand."""
+    if type(a) is np.ndarray and a.dtype == np.float64 and (
+            type(b) in (float, int) or (type(b) is np.ndarray and b.shape == a.shape)):
+        return ufunc(a, b, out=a)
+    return _OPERATORS[ufunc](a, b)
+
+
+def _fresh_ceil(x: Any) -> Any:
+    """sm.ceil of a value the caller has just built (a float array rounded in place, see _into)."""
+    if type(x) is np.ndarray and x.dtype == np.float64:
+        return np.ceil(x, out=x)
+    return sm.ceil(x)
 
 
 def _store_key(g: Gemm, menu: FamilyMenu) -> str:
@@ -292,18 +389,17 @@ def _store_key(g: Gemm, menu: FamilyMenu) -> str:
     return "block_scale_store" if g.scale_block and scaled is not None and scaled.pick else "dram_store"
 
 
-def _t_dram(g: Gemm, dram_extra: Any, hw: Hw, store_key: str = "dram_store") -> Any:
+def _t_dram(f: _Fixed, dram_extra: Any) -> Any:
     """DRAM time: reads (and any epilogue traffic) at `dram` of the bandwidth, the output C at
-    `dram_store` of it where the descriptor has one: a GEMM stores C tile by tile (rows of tile_n
-    elements scattered at a stride of N), which the DRAM absorbs at a smaller share of its bandwidth than
-    the long streams of its reads. NB: split-K partials are charged at the read rate."""
-    bw = hw.dram_bytes_per_s
-    store = g.batch * g.m * g.n * g.c_bytes
-    if store_key not in hw.eff:
-        store_key = "dram_store"
-    if store_key not in hw.eff:
-        return (g.dram_bytes + dram_extra) / (bw * hw.eff["dram"])
-    return (g.dram_bytes - store + dram_extra) / (bw * hw.eff["dram"]) + store / (bw * hw.eff[store_key])
+    `dram_store` of it where the descriptor has one (`block_scale_store` for a library-picked
+    block-scaled kernel, _store_key): a GEMM stores C tile by tile (rows of tile_n elements scattered at
+    a stride of N), which the DRAM absorbs at a smaller share of its bandwidth than the long streams of
+    its reads. `f`: the GEMM's figures of both (_fixed). NB: split-K partials are charged at the read
+    rate."""
+    if f.t_dram0 is not None and isinstance(dram_extra, (int, float)) and dram_extra == 0:
+        return f.t_dram0  # no extra bytes: the GEMM's one value, for every such candidate
+    reads = _into(f.dram_base + dram_extra, f.dram_rate, np.true_divide)
+    return reads if f.t_store is None else _into(reads, f.t_store, np.add)
 
 
 def _epilogue(rows: int, cols: int, c_bytes: float, hw: Hw) -> float:
@@ -359,15 +455,17 @@ def _edge(g: Gemm, padded_rows: Callable[[], Any], menu: FamilyMenu, hw: Hw) -> 
     return padded_rows() * hw.eff["block_scale_oob_s"]  # built only here: sweeps price ~1000 tiles a kernel
 
 
-def _last_round(o: _Oriented, ctas: Any, waves: Any) -> Any:
-    """A k-step of the last wave. The block scheduler hands CTAs out breadth-first (one per SM before a
-    second on any), so the busiest SM of the last wave holds only the CTAs left over after the full
-    waves, spread evenly: ceil(leftover / SMs) of them, at most ctas_per_sm (a GEMM of fewer CTAs than
-    SMs runs each alone, with its SM's whole tensor rate)."""
+def _last_round(o: _Oriented, ctas: Any, earlier: Any) -> Any:
+    """A k-step of the last wave (after `earlier` full waves). The block scheduler hands CTAs out
+    breadth-first (one per SM before a second on any), so the busiest SM of the last wave holds only
+    the CTAs left over after the full waves, spread evenly: ceil(leftover / SMs) of them, at most
+    ctas_per_sm (a GEMM of fewer CTAs than SMs runs each alone, with its SM's whole tensor rate)."""
     per_sm = o.slots // o.cpsm  # SMs (CTA pairs on a 2-SM tile)
-    left = ctas - (waves - 1) * o.slots
-    busiest = sm.ceil(left / per_sm)
-    return sm.maximum(o.t_mma_one * busiest, o.t_load) + o.t_promote
+    left = ctas - earlier * o.slots
+    busiest = _fresh_ceil(_into(left, per_sm, np.true_divide))  # ceil(left / per_sm)
+    # max(t_mma_one * busiest, t_load) + t_promote (a product of two numbers is the same either way)
+    step = _into(_into(busiest, o.t_mma_one, np.multiply), o.t_load, np.maximum)
+    return step if _is_zero(o.t_promote) else _into(step, o.t_promote, np.add)
 
 
 def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
@@ -386,7 +484,7 @@ def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
     partials = 2 * sm.minimum(o.slots, tail * o.k_steps) * rows * cols * FP32_BYTES
     dram_extra = o.dram_extra + partials
     t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
-    t_dram = _t_dram(g, dram_extra, hw, o.store_key)
+    t_dram = _t_dram(o.fixed, dram_extra)
     time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
     waves = full + has_tail
     busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
@@ -404,6 +502,11 @@ def price_tile(g: Gemm, tile: GemmTile, swap: bool, split: int, menu: FamilyMenu
 
 
 def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
+    """Every legal candidate of `iter_candidates`, as a list."""
+    return list(iter_candidates(g, menu, hw))
+
+
+def iter_candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> Iterator[Choice]:
     """Every legal (tile, orientation, split-K) of the family's menu priced for `g` (the split-free part
     of a tile once for all its splits: arrays of points make this the sweep's inner loop). A block-scaled
     GEMM takes its kernel's own menu where the family has one (`block_scaled.tiles`), and under a
@@ -415,13 +518,13 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
     runs = None
     if scaled is not None and scaled.pick and all(sm.numeric(x) for x in (g.batch, g.m, g.n)):
         runs = pick.picked(g.batch, g.m, g.n, tiles, hw.sm_count, scaled.swap_below_m)
-    out = []
+    fixed = _fixed(g, menu, hw)  # once for every candidate
     for tile in tiles:
         for swap in ((False, True) if tile.m != tile.n or runs is not None else (False,)):
             kept = True if runs is None else runs[(tile, swap)]
             if kept is False or (isinstance(kept, np.ndarray) and not kept.any()):
                 continue  # the library runs this tile at no point
-            o = _oriented(g, tile, swap, menu, hw)
+            o = _oriented(g, tile, swap, menu, hw, fixed)
             if o is None:
                 continue
             choices = [_split(g, o, split, hw) for split in splits]
@@ -429,5 +532,4 @@ def candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> list[Choice]:
                 choices.append(_stream_k(g, o, hw))
             if kept is not True:  # arrays of points: a tile the library does not run never wins
                 choices = [replace(c, time=np.where(kept, c.time, math.inf)) for c in choices]
-            out += choices
-    return out
+            yield from choices

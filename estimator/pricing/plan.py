@@ -256,7 +256,7 @@ def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops
     if compiled is not None and compiled.peak_flops_per_s:  # the compiled kernel's MMA path (sass/seam.py)
         g = replace(g, peak=compiled.peak_flops_per_s)
     try:
-        best = choose(g, lambda p: gemm_model.candidates(p, menu, hwp),
+        best = choose(g, lambda p: gemm_model.iter_candidates(p, menu, hwp),
                       lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp, c.stream_k))
     except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
         return None
@@ -285,11 +285,11 @@ def choose(problem: Any, candidates, reprice) -> Any:
     (`reprice`)."""
     fields = {k: v for k, v in vars(problem).items() if isinstance(v, sympy.Basic) and v.free_symbols}
     if not fields:
-        choices = candidates(problem)
-        return sm.pick(choices, sm.argmin(choices)) if choices else None
+        choices, index = sm.argmin_of(candidates(problem))  # consumed as made (arrays: the losers dropped)
+        return sm.pick(choices, index) if choices else None
     at = {s: SYMBOLIC_DIM_VALUE for v in fields.values() for s in v.free_symbols}
     numeric = replace(problem, **{k: sm.num(v.xreplace(at)) for k, v in fields.items()})
-    choices = candidates(numeric)
+    choices = list(candidates(numeric))
     return reprice(choices[sm.argmin(choices)]) if choices else None
 
 
