@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hide findings saving less than PCT%% of the measured time (default 2)")
     p.add_argument("--report", metavar="FILE.html",
                    help="with --model: the HTML report, measured marks on its roofline")
+    p.add_argument("--force-join", action="store_true",
+                   help="with --model: join even when the profile scores below the match threshold "
+                        "(estimator/profile/join.py)")
     return p
 
 
@@ -76,6 +79,7 @@ class ProfileOptions:
     recommend: bool = False
     recommend_threshold: float = 2.0
     report: str | None = None
+    force_join: bool = False
 
 
 def from_args(a: argparse.Namespace) -> ProfileOptions:
@@ -91,7 +95,7 @@ def from_args(a: argparse.Namespace) -> ProfileOptions:
 
         arch = resolve_arch(a.arch)
     return ProfileOptions(a.file, a.model, MappingProxyType(parse_dims(a.dim)), arch, a.fusion, a.roofline,
-                          a.json, a.top, a.recommend, a.recommend_threshold, a.report)
+                          a.json, a.top, a.recommend, a.recommend_threshold, a.report, a.force_join)
 
 
 def _model(spec: str, dims: dict[str, int]):
@@ -158,6 +162,8 @@ def run(argv: list[str]) -> int:
         result, proto, graph, dims = _estimate(opts, profile)
         joined = (graph, dims)  # for the recommenders' Context (--recommend, --report)
     a = analyse(profile, opts.arch, result, proto)
+    if a.joined is not None and not opts.force_join:
+        _check_match(a.joined, opts.model)
     recs = found = None
     if opts.recommend or opts.report:
         recs, found, measured_s = _findings(opts, a, result, joined)
@@ -174,6 +180,19 @@ def run(argv: list[str]) -> int:
 
             print(format_recommendations(recs, found, measured_s, opts.recommend_threshold / 100))
     return 0
+
+
+def _check_match(joined, model: str) -> None:
+    """Refuse a join whose match score is below the threshold (estimator/profile/join.py)."""
+    from estimator.profile.join import MATCH_THRESHOLD
+
+    m = joined.match
+    if m.score < MATCH_THRESHOLD:
+        raise ProfileUsageError(
+            f"the profile does not look like a run of {model}: match score {m.score:.2f} < {MATCH_THRESHOLD} "
+            f"(coverage {m.coverage:.2f} x order {m.order:.2f} x kinds {m.kinds:.2f}; {m.detail}); "
+            f"check --model and --dim, or give --force-join to join anyway"
+        )
 
 
 def _findings(opts: ProfileOptions, a, result, joined):

@@ -10,6 +10,18 @@ Strategies, the first that applies:
    are averaged over the iterations walked. NB: shapes are not compared (few formats record them), so a
    kernel the library splits in two joins its first half by order and leaves the second unjoined.
 
+Before the join is trusted it is scored (`Joined.match`, `MatchScore`): a profile of another program
+joins "by order" just as readily, since an `other` record fits any kernel and WINDOW lets the walk skip.
+The score is the product of three shares, each in [0, 1]:
+- coverage: the estimator's kernels that received a record, over all of them (per iteration): a capture
+  of 19 kernels against a model of 600 covers 3 % of it;
+- order: the joined records that took the very next kernel of the walk (no skip);
+- kinds: the joined measured time whose record named its kind (gemm, norm, ...) rather than `other`,
+  counted in full, plus half the time of `other` records (a name that says nothing is half the evidence).
+A join by node name scores the share of the named records' time whose name is a node of the model.
+Below MATCH_THRESHOLD the command refuses with the score (`--force-join` joins anyway). NB: launch shapes
+are not scored (few formats record them, and a library's grid is not the estimator's tile choice).
+
 A summary table (`cuda_gpu_kern_sum`: one record per name) has no order to walk: it is compared in total
 only. A profile of several devices joins the first device's kernels (one copy of the graph); the other
 devices' kernels are shown as unjoined.
@@ -31,7 +43,32 @@ from estimator.profile.record import Profile
 from estimator.truth.ort_runner import NodeTime
 
 WINDOW = 8  # estimator kernels looked ahead for a measured kernel of the same kind
+# A join scoring below this is refused (see the module docstring). 0.5: a profile of the model itself
+# scores near 1 (every kernel covered, in order, kinds named); one that covers half the model, or whose
+# records are all unnamed `other` kernels taken out of order, does not pass.
+MATCH_THRESHOLD = 0.5
 _ORT_NVTX = re.compile(r"^[\w.]+\.\d+\((.*)\)$")  # OpType.Index(NodeName)
+
+
+@dataclass(frozen=True)
+class MatchScore:
+    """How well a profile matches the model it is joined to (see the module docstring)."""
+
+    coverage: float
+    order: float
+    kinds: float
+    detail: str  # the counts behind the shares, for the refusal message
+
+    @property
+    def score(self) -> float:
+        return self.coverage * self.order * self.kinds
+
+    def to_json(self) -> dict[str, float | str]:
+        return {"score": self.score, "coverage": self.coverage, "order": self.order, "kinds": self.kinds,
+                "threshold": MATCH_THRESHOLD, "detail": self.detail}
+
+
+PERFECT = MatchScore(1.0, 1.0, 1.0, "")
 
 
 @dataclass
@@ -43,6 +80,7 @@ class Joined:
     # record index -> Result.kernels index, where the record is that kernel's whole time in its iteration
     assigned: dict[int, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    match: MatchScore = PERFECT
 
 
 def node_name(label: str | None) -> str | None:
@@ -103,7 +141,12 @@ def _by_node(profile: Profile, named: list[str | None], kernel_of: dict[str, int
         for r in runs.values()
         for i in r
     }
-    return Joined("node", _median_per_run(items), loose, profile.runs, assigned)
+    named_s = sum(k.duration_s for k, n in zip(profile.kernels, named, strict=True) if n)
+    joined_s = sum(k.duration_s for k, n in zip(profile.kernels, named, strict=True) if n in kernel_of)
+    share = joined_s / named_s if named_s > 0 else 1.0
+    match = MatchScore(share, 1.0, 1.0, f"{100 * share:.0f} % of the named records' time names a node "
+                                        f"of the model")
+    return Joined("node", _median_per_run(items), loose, profile.runs, assigned, match=match)
 
 
 def _order(profile: Profile) -> list[int]:
@@ -128,12 +171,18 @@ def _by_order(profile: Profile, result, device: int | None = None, devices: int 
     hits: dict[int, list[int]] = defaultdict(list)
     loose = []
     j, wraps, wrapped = 0, 0, False
+    in_order = typed_s = other_s = 0.0
     for i in _order(profile):
         k = profile.kernels[i]
         found = _next_match(est, j, k.kind) if device is None or k.device == device else None
         if found is None:
             loose.append((k.short, k.kind, 0, k.duration_s))
             continue
+        in_order += found == j
+        if k.kind == "other":
+            other_s += k.duration_s
+        else:
+            typed_s += k.duration_s
         if wrapped or found < j:  # this kernel starts the model's next iteration
             wraps += 1
         measured[found] += k.duration_s
@@ -149,4 +198,13 @@ def _by_order(profile: Profile, result, device: int | None = None, devices: int 
     assigned = {i: e for e, idx in hits.items() for i in idx}  # one record per kernel and iteration
     notes = [f"{devices} devices in the profile: device {device}'s kernels joined, the others' listed as "
              f"unjoined"] if device is not None else []
-    return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned, notes)
+    records = sum(len(idx) for idx in hits.values())
+    match = MatchScore(
+        len(hits) / len(est) if est else 0.0,
+        in_order / records if records else 0.0,
+        (typed_s + other_s / 2) / (typed_s + other_s) if typed_s + other_s > 0 else 0.0,
+        f"{len(hits)} of the model's {len(est)} kernels received a record; {int(in_order)} of {records} "
+        f"joined records in order; {100 * other_s / (typed_s + other_s or 1):.0f} % of the joined time in "
+        f"kernels whose name gives no kind",
+    )
+    return Joined("order", times + unjoined, {t.name for t in unjoined}, iterations, assigned, notes, match)

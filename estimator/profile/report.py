@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from estimator.profile.analysis import Analysis, Row
+from estimator.profile.join import MATCH_THRESHOLD
 
 FRACTIONS = ("tensor", "cuda", "sm", "dram", "l2", "l2_hit", "occupancy")
 
@@ -152,7 +153,8 @@ def to_json(a: Analysis, top: int | None = None) -> dict[str, Any]:
     if a.validation is not None:
         from estimator.report import validation as validate_report
 
-        doc["join"] = {"strategy": a.joined.strategy, "iterations": a.joined.iterations}
+        doc["join"] = {"strategy": a.joined.strategy, "iterations": a.joined.iterations,
+                       "match": a.joined.match.to_json()}
         doc["estimate"] = validate_report.to_json(a.validation)
     return doc
 
@@ -274,8 +276,11 @@ def to_table(a: Analysis, top: int = 15) -> str:
     if a.validation is not None:
         from estimator.report import validation as validate_report
 
+        m = a.joined.match
         lines += [
             "",
+            f"join match score {m.score:.2f} (coverage {m.coverage:.2f} x order {m.order:.2f} x kinds "
+            f"{m.kinds:.2f}; refused below {MATCH_THRESHOLD} without --force-join)",
             f"against the estimate (join by {a.joined.strategy}):",
             validate_report.to_table(a.validation, top),
         ]
