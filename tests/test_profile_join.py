@@ -62,7 +62,10 @@ def test_join_by_order_averages_iterations_and_keeps_unjoined_time(tmp_path, cap
     code, out, err = cli(capsys, "profile", path, "--model", _model(tmp_path), "--json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["join"] == {"strategy": "order", "iterations": 2}
+    assert {k: doc["join"][k] for k in ("strategy", "iterations")} == {"strategy": "order", "iterations": 2}
+    # both iterations cover the 3 kernels, each record takes the next kernel, every name gives its kind
+    match = doc["join"]["match"]
+    assert (match["coverage"], match["order"], match["kinds"], match["score"]) == (1.0, 1.0, 1.0, 1.0)
     measured = {k["name"]: k.get("measured_s") for k in doc["estimate"]["kernels"]}
     assert measured["mm"] == pytest.approx((100 + 110) / 2 * 1e-6)  # mean over the two iterations
     assert measured["sm"] == pytest.approx((20 + 22) / 2 * 1e-6)

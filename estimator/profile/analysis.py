@@ -32,6 +32,7 @@ class Analysis:
     joined: Joined | None = None
     validation: object | None = None  # estimator.truth.validate.Validation
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the device measured vs the one priced (gpu.py)
 
     def idle_class(self) -> str | None:
         """'idle' when the devices sat idle for most of the captured span."""
@@ -47,9 +48,13 @@ def analyse(profile: Profile, arch: str | None = None, result=None, model=None) 
         hw, note = None, "host (CPU) execution: no GPU peaks apply"
     tl = timeline.build(profile.kernels) if profile.timeline else None
     joined = validation = None
+    warned = gpu_mod.warnings(profile.gpu, result.hw if result is not None else hw, profile.host)
     if result is not None:
         joined = join(profile, result)
         validation = _validation(profile, result, model, joined, tl)
+        if profile.host:  # the validation says it itself (a CPU run against a GPU estimate)
+            warned = []
+        validation.warnings[:0] = warned
     dram = gpu_mod.dram_peak(profile.gpu, hw) if hw is not None else None
     rows = []
     for i, k in enumerate(profile.kernels):
@@ -69,7 +74,8 @@ def analyse(profile: Profile, arch: str | None = None, result=None, model=None) 
                 e,
             )
         )
-    return Analysis(profile, hw, note, rows, tl, summary.by_kind(profile.kernels), joined, validation)
+    return Analysis(profile, hw, note, rows, tl, summary.by_kind(profile.kernels), joined, validation,
+                    warnings=warned)
 
 
 def _validation(profile: Profile, result, model, joined: Joined, tl):

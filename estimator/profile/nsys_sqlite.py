@@ -75,12 +75,13 @@ def _gpus(db: sqlite3.Connection, tables: set[str]) -> dict[int, GpuInfo]:
         "memoryBandwidth",
         "clockRate",
         "l2CacheSize",
+        "totalMemory",
     ]
     sel = ", ".join(c if c in cols else "NULL" for c in want)
     out = {}
-    for i, name, major, minor, sms, bw, clock, l2 in db.execute(f"select {sel} from TARGET_INFO_GPU"):
+    for i, name, major, minor, sms, bw, clock, l2, mem in db.execute(f"select {sel} from TARGET_INFO_GPU"):
         out[int(i)] = GpuInfo(
-            name or "", f"{major}.{minor}" if major is not None else None, sms, bw, clock, l2
+            name or "", f"{major}.{minor}" if major is not None else None, sms, bw, clock, l2, mem
         )
     return out
 

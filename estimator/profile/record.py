@@ -57,6 +57,7 @@ class GpuInfo:
     dram_bytes_per_s: float | None = None
     clock_hz: float | None = None
     l2_bytes: float | None = None
+    memory_bytes: float | None = None  # device memory (nsys TARGET_INFO_GPU totalMemory)
 
 
 @dataclass

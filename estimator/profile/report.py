@@ -16,6 +16,7 @@ from typing import Any
 from estimator.profile.analysis import Analysis, Row
 from estimator.profile.join import MATCH_THRESHOLD
 
+NAME_WIDTH = 48  # the kernel column of the table; longer names wrap onto the next lines
 FRACTIONS = ("tensor", "cuda", "sm", "dram", "l2", "l2_hit", "occupancy")
 
 
@@ -129,6 +130,7 @@ def to_json(a: Analysis, top: int | None = None) -> dict[str, Any]:
         },
         "arch": a.hw.name if a.hw is not None else None,
         "arch_source": a.hw_note,
+        "warnings": a.warnings,
         "by_kind": a.by_kind,
         "bottlenecks": bottlenecks(a),
         "timeline": _timeline_json(a),
@@ -174,12 +176,18 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def _clip(text: str, width: int) -> str:
-    """Head and tail of a long name (the tail holds tile shapes and layouts)."""
-    if len(text) <= width:
-        return text
-    tail = (width - 3) // 2
-    return text[: width - 3 - tail] + "..." + text[-tail:]
+def wrap(text: str, width: int) -> list[str]:
+    """A long kernel name as lines of at most `width`, broken after a `_`, `,`, `<` or space where one
+    lies in the last third of the line. Never clipped: the tile shape, data types and layout sit in the
+    middle of a library's kernel name (`sm80_xmma_gemm_f32f32_..._tilesize64x256x8_stage3_..._cublas`),
+    so a cut there prints two different kernels alike."""
+    lines = []
+    while len(text) > width:
+        cut = max(text.rfind(c, width * 2 // 3, width) for c in "_,< ")
+        cut = cut + 1 if cut > 0 else width
+        lines.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    return [*lines, text]
 
 
 def _table(rows: list[list[str]], align: str) -> list[str]:
@@ -200,7 +208,7 @@ def to_table(a: Analysis, top: int = 15) -> str:
         + (f" over {p.runs} runs" if p.runs > 1 else ""),
         f"GPU: {a.hw.display_name + ' (' + a.hw.name + '), ' if a.hw is not None else ''}{a.hw_note}",
     ]
-    lines += [f"warning: {w}" for w in p.warnings]
+    lines += [f"warning: {w}" for w in [*p.warnings, *a.warnings]]
     t = a.timeline
     if t is not None:
         lat = (
@@ -257,9 +265,11 @@ def to_table(a: Analysis, top: int = 15) -> str:
     ]
     for g in gs[:top]:
         b = g.bottleneck()
+        first, *more = wrap(g.short, NAME_WIDTH)
+        more = [m for line in more for m in wrap(line, NAME_WIDTH - 2)] if more else more
         rows.append(
             [
-                _clip(g.short, 48),
+                first,
                 g.kind,
                 str(g.launches),
                 show(g.total_s, "s"),
@@ -268,6 +278,7 @@ def to_table(a: Analysis, top: int = 15) -> str:
                 f"{b.kind}: {b.why}",
             ]
         )
+        rows += [["  " + line, *[""] * 10] for line in more]  # the rest of a long name, indented
     lines += [
         "",
         f"top {min(top, len(gs))} of {len(gs)} kernels by time (% of peak):",

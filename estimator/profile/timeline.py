@@ -4,7 +4,11 @@ idle time, launch latency and overhead, and how much communication overlaps comp
 - per (device, stream), kernels sorted by start: busy = the union of their intervals; a gap is
   start[i] - (latest end so far) when positive; gap_before[i] is that gap for kernel i;
 - per device: span = last end - first start, busy = union over all its streams, idle = span - busy;
-- launch latency = kernel start - start of its launch call (where the profile joins them);
+- launch latency = kernel start - start of its launch call (where the profile joins them), counted only
+  for a kernel launched while its stream was idle (the call began after the stream's previous kernel
+  ended): a kernel queued behind others starts when they end, and that wait, which reached 421 ms
+  median in a trimmed 2-GPU capture, is queueing, not launch latency. Per stream, so two devices'
+  queues never mix;
 - launch-bound gaps: gaps where the next kernel's launch call began only after the previous kernel had
   ended (the GPU waited for the host), counted while no other stream of the device ran;
   launch_overhead_share = their total / the summed device span;
@@ -87,6 +91,7 @@ def _stream(
     ks: list[MeasuredKernel],
     gap_before: dict[int, float],
     launch_bound: list[tuple[float, float]],
+    latencies: list[float],
 ) -> StreamStats:
     idx.sort(key=lambda i: ks[i].start_s)
     busy, gaps = 0.0, []
@@ -94,6 +99,8 @@ def _stream(
     for i in idx:
         k = ks[i]
         s, e = k.start_s, k.start_s + k.duration_s
+        if k.launch_s is not None and (end is None or k.launch_s >= end) and s >= k.launch_s:
+            latencies.append(s - k.launch_s)  # launched onto an idle stream: the latency alone
         if end is None:
             busy += e - s
         else:
@@ -132,8 +139,9 @@ def build(kernels: list[MeasuredKernel]) -> Timeline | None:
     gap_before: dict[int, float] = {}
     streams = []
     waits: dict[object, list[tuple[float, float]]] = defaultdict(list)  # launch-bound gaps per device
+    lat: list[float] = []
     for key in sorted(by_stream, key=str):
-        streams.append(_stream(by_stream[key], kernels, gap_before, waits[key[0]]))
+        streams.append(_stream(by_stream[key], kernels, gap_before, waits[key[0]], lat))
     span = busy = comm = overlap = launch_bound = 0.0
     for dev, idx in by_device.items():
         iv = [(kernels[i].start_s, kernels[i].start_s + kernels[i].duration_s) for i in idx]
@@ -148,7 +156,7 @@ def build(kernels: list[MeasuredKernel]) -> Timeline | None:
             compute_iv = union([iv[n] for n, i in enumerate(idx) if kernels[i].kind != "communication"])
             comm += sum(b - a for a, b in comm_iv)
             overlap += covered(comm_iv, compute_iv)
-    lat = sorted(k.start_s - k.launch_s for k in kernels if k.start_s is not None and k.launch_s is not None)
+    lat.sort()
     return Timeline(
         streams,
         span,

@@ -106,6 +106,7 @@ def to_json(v: Validation, top_unjoined: int = 20) -> dict[str, Any]:
                          for m in model_errors(v)],
         "by_op": by_op(v),
         "notes": v.notes,
+        "warnings": v.warnings,
     }
     if v.source:  # a profile read from a file (estimator/profile/)
         doc["validation"]["source"] = v.source
@@ -131,6 +132,7 @@ def to_table(v: Validation, top: int = 15) -> str:
            f"{v.profile_runs} profiled")
     lines = [
         f"{r.hw.display_name} ({r.hw.name}) | dims {dims} | {how}",
+        *(f"warning: {w}" for w in v.warnings),
         "",
         *_table([["", "measured (median)", "measured (min)", "bound", "estimate"],
                  ["total", *(show(t[k], "s") for k in TOTAL_COLUMNS)]], "lrrrr"),

@@ -33,6 +33,7 @@ from estimator.ir import DimParseError, parse_dim
 from estimator.truth import ort_runner
 from estimator.truth.free_views import split_free_views
 from estimator.truth.ort_runner import NodeTime
+from hwdesc.schema import CPU_FAMILY
 
 # A kernel is a model error when its measured time is below its bound by more than this: onnxruntime's
 # profiler counts whole microseconds.
@@ -242,6 +243,8 @@ class Validation:
     notes: list[str] = field(default_factory=list)
     free_views: list[NodeTime] = field(default_factory=list)  # views / shape arithmetic priced as free
     source: str = ""  # a profile read from a file (estimator/profile/): what measured it; "" for a live run
+    # what makes the comparison not like for like (a CPU run against a GPU estimate, another GPU)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def measured_s(self) -> float:
@@ -338,8 +341,13 @@ def measured_validation(result: Result, model: onnx.ModelProto | None, profile: 
     if ep != "cpu" and not source:
         notes.append(f"--ep {ep}: per-node times are the host side of each node (launches are asynchronous); "
                      f"the end-to-end time is real")
+    warnings = []
+    if ep == "cpu" and result.hw.family != CPU_FAMILY:
+        warnings.append(f"a CPU measurement (onnxruntime CPU provider) compared with a GPU estimate "
+                        f"({result.hw.name}): the error compares two machines, not the estimate (give "
+                        f"--arch host for this machine's CPU)")
     return Validation(result, ep, plan.level, list(wall_s), profile, profile_runs, overhead_s, matches,
-                      unjoined, notes, free, source)
+                      unjoined, notes, free, source, warnings)
 
 
 def validate_model(model: onnx.ModelProto, hw, dims: Mapping[str, int], *, graph=None, fusion: str = "none",
