@@ -16,7 +16,7 @@ def test_not_an_elf_or_ptx(capsys, tmp_path):
     junk = tmp_path / "kernel.bin"
     junk.write_bytes(b"\x00\x01 not a kernel")
     code, _, err = cli(capsys, "sass", str(junk), "--arch", "h100-sxm")
-    assert_one_error_line(code, err, "not a cubin, fatbin, executable, PTX or .cu file")
+    assert_one_error_line(code, err, "not a cubin, fatbin, executable, PTX, .cu file or SASS listing")
 
 
 def test_missing_file_and_bad_options(capsys, tmp_path):
@@ -106,7 +106,8 @@ def test_json_object(capsys):
                        "--json")
     result = json.loads(out)
     assert code == 0
-    assert set(result) == {"file", "arch", "sm", "gpu", "source_kind", "ptxas_warnings", "kernels"}
+    assert set(result) == {"tool_version", "schema_version", "file", "arch", "sm", "gpu", "source_kind",
+                           "ptxas_warnings", "kernels"}
     (k,) = result["kernels"]
     assert set(k) == {"name", "resources", "tensor", "features", "mix", "sfu", "instructions", "loops",
                       "occupancy", "findings"}

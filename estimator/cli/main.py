@@ -13,8 +13,17 @@ import traceback
 from estimator.cli.options import UsageError, from_args
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
+from estimator.version import SCHEMA_VERSION, stamped, tool_version
 
 EPILOG = """\
+other modes (each has its own --help):
+  estimate profile FILE [--model M]   a measured profile (nsys, ncu, onnxruntime, PyTorch) vs peaks and
+                                      the estimate (docs/profiles.md)
+  estimate sass FILE                  a compiled kernel (.cu, .ptx, .cubin, fatbin, cuobjdump/nvdisasm
+                                      text): tensor path, occupancy (docs/sass.md)
+  estimate calibrate ...              fit the efficiency constants on measured tables (docs/validation.md)
+  estimate validate ...               the estimate against measured tables (docs/validation.md)
+  MODEL --validate                    run MODEL in onnxruntime and compare (docs/validation.md)
 examples:
   estimate model.onnx --arch blackwell --dim batch=1 --dim seq=4096
   estimate --model llama-3-8b --arch h100-sxm --precision bf16
@@ -75,6 +84,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="estimate", description="Latency bound and estimate of an ONNX model on an NVIDIA GPU.",
                 epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"estimate {tool_version()} (JSON schema "
+                                                           f"{SCHEMA_VERSION})")
     p.add_argument("model_path", nargs="?", metavar="MODEL", help="path to an .onnx file")
     p.add_argument("--model", dest="model_name", metavar="NAME", help="a bundled model (see --list-models)")
     p.add_argument("--arch", default="h100-sxm",
@@ -202,7 +213,7 @@ def plain(opts) -> int:
         results = {name: estimate(graph, gpu.hw, replace(pricing, pipeline=pipeline_for(name, gpu.hw.family)),
                                   dims=dims)
                    for name in opts.fusion.compare}
-        print(json.dumps({"strategies": {n: to_json(r) for n, r in results.items()}}, indent=1)
+        print(json.dumps(stamped({"strategies": {n: to_json(r) for n, r in results.items()}}), indent=1)
               if opts.output.json else fusion_report.compare_table(results))
         return 0
     result = estimate(graph, gpu.hw, pricing, dims=dims,
@@ -216,8 +227,8 @@ def plain(opts) -> int:
     if opts.output.json:
         parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
                     if ep else {})
-        print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel},
-                         indent=1))
+        doc = {**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel}
+        print(json.dumps(stamped(doc), indent=1))
     elif opts.output.symbolic:
         print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:

@@ -18,6 +18,7 @@ from types import MappingProxyType
 
 from estimator.cli.options import parse_dims
 from estimator.errors import UserError
+from estimator.version import stamped
 
 
 class ProfileUsageError(UserError):
@@ -172,7 +173,7 @@ def run(argv: list[str]) -> int:
         if opts.recommend:
             doc["recommendations"] = [r.to_json() for r in recs]
             doc["whatifs"] = [r.to_json() for r in found]
-        print(json.dumps(doc, indent=1))
+        print(json.dumps(stamped(doc), indent=1))
     else:
         print(report.to_table(a, opts.top))
         if opts.recommend:

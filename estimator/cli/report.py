@@ -30,6 +30,7 @@ import sys
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
+from estimator.version import stamped
 
 # the metric of a serving or measured recommendation, as the text output names it
 METRIC_NAMES = {"tpot_s": "TPOT", "ttft_s": "TTFT", "s_per_token_per_gpu": "GPU-s per token",
@@ -104,7 +105,7 @@ def run(opts: Options) -> int | None:
     ctx = context(opts, graph, dims, opts.hw)
     recs, found = recommendations(opts, ctx)
     if opts.output.json:
-        print(json.dumps(add_json(to_json(ctx.base), recs, found), indent=1))
+        print(json.dumps(stamped(add_json(to_json(ctx.base), recs, found)), indent=1))
     else:
         print(to_table(ctx.base, opts.output.top))
         if recs is not None:

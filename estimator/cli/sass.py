@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 from estimator.errors import UserError
+from estimator.version import stamped
 
 
 class _Parser(argparse.ArgumentParser):
@@ -89,5 +90,5 @@ def run(argv: list[str]) -> int:
         nvcc_args=opts.nvcc_args,
         triton=opts.triton,
     )
-    print(json.dumps(result, indent=1) if opts.json else to_text(result))
+    print(json.dumps(stamped(result), indent=1) if opts.json else to_text(result))
     return 0

@@ -21,6 +21,7 @@ from estimator.cli import report as report_mode
 from estimator.cli import serve_report
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
+from estimator.version import stamped
 
 FRAMEWORKS = ("trtllm", "vllm", "sglang")
 
@@ -111,7 +112,7 @@ def _sharded_table(opts: Options, tp: int, reports: bool) -> int:
             out["pipeline_stages"] = stages.report(result)
         if ctx is not None:
             report_mode.add_json(out, recs, found)
-        print(json.dumps(out, indent=1))
+        print(json.dumps(stamped(out), indent=1))
     else:
         print(to_table(result, opts.output.top))
         if stages is not None:
@@ -198,7 +199,7 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         out["parallel"] = {"tp": tp, "pp": 1, "decisions": list(dep.steps.decisions)}
         if rep is not None:
             report_mode.add_json(out, recs, found)
-        print(json.dumps(out, indent=1, default=float))
+        print(json.dumps(stamped(out), indent=1, default=float))
         serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
     title = (
@@ -247,7 +248,8 @@ def _sweep(opts: Options, tps: tuple[int, ...], work, concurrencies: tuple[int, 
         [replace(work, concurrency=c) for c in concurrencies],
     )
     if opts.output.json:
-        print(json.dumps({"sweep": [{"tp": tp, **r.to_json()} for tp, r in rows]}, indent=1, default=float))
+        print(json.dumps(stamped({"sweep": [{"tp": tp, **r.to_json()} for tp, r in rows]}), indent=1,
+                         default=float))
     else:
         print(sweep_text(rows))
     if plot:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
+from estimator.version import stamped
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -162,7 +163,7 @@ def _run(opts: Options) -> int:
     if sweeps or not (opts.output.symbolic or opts.study.crossover):
         runs = _sweep_outputs(opts, builds, sweeps, text, doc)
     if opts.output.json:
-        print(json.dumps(doc, indent=1))
+        print(json.dumps(stamped(doc), indent=1))
     elif text:
         print("\n".join(text).rstrip())
     if opts.study.plot:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from estimator.cli.options import Model, Options, UsageError
 from estimator.truth.providers import EXECUTION_PROVIDERS
+from estimator.version import stamped
 
 if TYPE_CHECKING:
     import onnx
@@ -74,7 +75,7 @@ def _validate(opts: Options) -> int:
                       strict=opts.pricing.strict, roofline=True)
     measured = validate(result, model, source, ep=v.ep, runs=v.runs, fusion=fusion)
     if opts.output.json:
-        print(json.dumps(validate_report.to_json(measured), indent=1))
+        print(json.dumps(stamped(validate_report.to_json(measured)), indent=1))
     else:
         print(validate_report.to_table(measured, opts.output.top))
     return 0

@@ -41,6 +41,8 @@ def analyse_file(
         if target is None:
             target = _target_of_cubin(path)
         module = inputs.load(path, target.sm, work, nvcc_args, triton)
+        if module.source_kind == "listing":
+            return _listing(path, target, kernel)
         if dynamic_smem is None:
             dynamic_smem = module.launch_smem_bytes or 0
         if tmem_columns is None:
@@ -85,7 +87,70 @@ def _target_of_cubin(path: str) -> Target:
         raise UserError(f"{path}: cannot read: {e.strerror}") from None
     if elf.is_elf(data) and len(data) > 0x14 and data[0x12] == 190:
         return resolve(f"sm_{elf.read(data, path).sm_number}")
+    head = data[:65536].decode("utf-8", "replace")
+    if disasm.looks_like_listing(head) and (sm := disasm.parse(head).sm):
+        return resolve(sm)  # a saved listing is analysed for the SM it names
     return resolve(DEFAULT_ARCH)
+
+
+# What a saved listing cannot say: the cubin's ELF attributes (None in its report).
+_ELF_ONLY = ("registers", "stack_bytes", "static_smem_bytes", "dynamic_smem_bytes", "barriers", "mbarriers",
+             "launch_bounds_threads", "reqntid", "cluster_dims", "setmaxnreg", "param_bytes")
+
+
+def _listing(path: str, target: Target, kernel: str | None) -> dict:
+    """The report of a saved `cuobjdump -sass` / `nvdisasm` listing: everything read from instructions
+    (tensor path, features, mix, loops, spill instructions); resources only the cubin holds and the
+    occupancy they decide are None."""
+    listing = disasm.parse(read_bytes(path).decode("utf-8", "replace"))
+    if not listing.functions:
+        raise UserError(f"{path}: a SASS listing without a function (no `Function :` or `.text.` section)")
+    if kernel is not None and kernel not in listing.functions:
+        raise UserError(f"{path}: no kernel {kernel!r} (kernels: {', '.join(listing.functions)})")
+    if listing.sm and not runs_on(listing.sm, target.sm):
+        raise UserError(f"{path}: the listing is for {listing.sm}, which does not run on {target.sm} "
+                        f"(give --arch {listing.sm})")
+    kernels = [_listed_kernel(fn, target) for name, fn in listing.functions.items()
+               if kernel is None or name == kernel]
+    return {
+        "file": path,
+        "arch": target.label,
+        "sm": listing.sm or target.sm,
+        "gpu": target.hw.name if target.hw is not None else None,
+        "source_kind": "listing",
+        "ptxas_warnings": [],
+        "kernels": kernels,
+    }
+
+
+def _listed_kernel(fn: disasm.Function, target: Target) -> dict:
+    instructions = fn.instructions
+    whole = loops.summarize(instructions)
+    resources = {key: None for key in _ELF_ONLY}
+    resources.update(
+        spill_store_bytes=sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "STL"),
+        spill_load_bytes=sum(loops.access_bytes(i) for i in instructions if i.spill and i.base == "LDL"),
+        spill_source="sass",
+        spill_instructions=whole["spill_instructions"],
+        local_instructions=whole["mix"].get("lsu_local", 0),
+    )
+    report = {
+        "name": fn.name,
+        "resources": resources,
+        "tensor": _tensor(instructions),
+        "features": _features(instructions, elf.ElfKernel(fn.name)),
+        "mix": whole["mix"],
+        "sfu": whole["sfu"],
+        "instructions": whole["instructions"],
+        "loops": loops.analyse(fn),
+        "occupancy": None,
+    }
+    report["findings"] = [
+        *findings.listing_findings(report, target),
+        {"kind": "listing", "text": "a SASS listing holds no registers, shared memory or launch bounds: "
+                                    "give the cubin for resources and occupancy"},
+    ]
+    return report
 
 
 def _kernel(

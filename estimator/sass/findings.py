@@ -25,6 +25,14 @@ def findings(report: dict, target: Target, ptxas_warnings: list[str]) -> list[di
     return out
 
 
+def listing_findings(report: dict, target: Target) -> list[dict]:
+    """The rules that need only instructions (a saved listing has no resource attributes)."""
+    out: list[dict] = []
+    for rule in (_tensor_path, _emulated_fp8, _spills, _loops):
+        out.extend(rule(report, target, []))
+    return out
+
+
 def _tensor_path(r: dict, t: Target, _w) -> list[dict]:
     tensor = r["tensor"]
     if not tensor["ops"]:

@@ -3,6 +3,8 @@
 - `.cu`: `nvcc -cubin -arch=<sm> -O3 -Xptxas -v` (the ptxas log gives spill bytes per kernel);
 - PTX (text with `.version` / `.target`): `ptxas -arch=<sm> -v`;
 - a cubin (CUDA ELF): used as is, when its SM runs on the target;
+- a saved listing (`cuobjdump -sass`, `nvdisasm` text): read as it is (`source_kind` "listing"); it
+  holds the instructions, not the cubin's resource attributes (registers, shared memory, launch bounds);
 - a fatbin or a host ELF: `cuobjdump -lelf` lists the embedded cubins, `-xelf` extracts those that run on
   the target (an executable holds one per translation unit); failing that, PTX that the driver would JIT
   for the target is extracted and ptxas'd.
@@ -71,7 +73,12 @@ def load(path: str, sm: str, workdir: str, nvcc_args: tuple[str, ...] = (), trit
     text = head.decode("utf-8", "replace")
     if ".version" in text and ".target" in text:
         return _assemble_ptx(p, sm, Path(workdir))
-    raise UserError(f"{path}: not a cubin, fatbin, executable, PTX or .cu file")
+    from estimator.sass.disasm import looks_like_listing
+
+    if looks_like_listing(text):
+        return Module(p, "listing")
+    raise UserError(f"{path}: not a cubin, fatbin, executable, PTX, .cu file or SASS listing "
+                    f"(cuobjdump -sass / nvdisasm output)")
 
 
 def _cubin(p: Path, sm: str) -> Module:

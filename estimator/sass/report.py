@@ -5,6 +5,9 @@ from __future__ import annotations
 
 def _res_line(r: dict) -> str:
     res = r["resources"]
+    if res["registers"] is None:  # a saved listing: only what its instructions say
+        return (f"not in a listing (registers, shared memory, launch bounds: give the cubin); "
+                f"{res['spill_instructions']} spill instructions")
     parts = [
         f"{res['registers']} regs",
         f"{res['stack_bytes']} B stack",
@@ -53,6 +56,7 @@ def to_text(result: dict, top_loops: int = 4) -> str:
         lines.append(f"  async/memory: {_features_line(k)}")
         o = k["occupancy"]
         lines.append(
+            "  occupancy: unknown (a listing has no resource attributes)" if o is None else
             f"  occupancy: {o['ctas_per_sm']} CTA/SM, {o['warps_per_sm']} warps "
             f"({100 * o['occupancy']:.0f}%), limiter {o['limiter']}; per resource: "
             + ", ".join(f"{n} {v}" for n, v in o["limits"].items())
