@@ -151,8 +151,9 @@ def add_json(doc: dict, recs, found) -> dict:
 
 
 def write_outputs(opts: Options, ctx, recs, found, gpus: int = 1, title: str | None = None,
-                  sweep: str | None = None) -> None:
-    """--trace (one process per GPU of `gpus`), --roofline-plot, --breakdown-plot and --report."""
+                  sweep: str | None = None, step: str | None = None) -> None:
+    """--trace (one process per GPU of `gpus`), --roofline-plot, --breakdown-plot and --report (`step`:
+    what the priced kernels are, the heading of the page's summary)."""
     r = opts.reports
     result = ctx.base
     if r.trace:
@@ -172,7 +173,7 @@ def write_outputs(opts: Options, ctx, recs, found, gpus: int = 1, title: str | N
                 raise UserError(str(exc).replace("--plot", f"--{what}-plot", 1)) from None
             print(f"{what} written to {path}", file=sys.stderr)
     if r.report:
-        write_report(opts, ctx, recs, r.threshold, found or (), title, sweep)
+        write_report(opts, ctx, recs, r.threshold, found or (), title, sweep, step=step)
 
 
 def sweep_svg(opts: Options, ctx) -> str | None:
@@ -209,7 +210,7 @@ def sweep_svg(opts: Options, ctx) -> str | None:
 
 
 def write_report(opts: Options, ctx, recs, threshold: float, found=(), title: str | None = None,
-                 sweep: str | None = None, measured=None) -> None:
+                 sweep: str | None = None, measured=None, step: str | None = None) -> None:
     """The HTML page. `sweep`: a sweep plot as SVG (else the --sweep of the model's dims, if any);
     `measured`: kernel name -> measured seconds per call (a joined profile)."""
     from estimator.report import html
@@ -223,7 +224,7 @@ def write_report(opts: Options, ctx, recs, threshold: float, found=(), title: st
 
         serve = summary(ctx.serve)
     page = html.render(ctx.base, title or f"{opts.model.title} on {ctx.hw.name}", recs, threshold, fusion,
-                       sweep if sweep is not None else sweep_svg(opts, ctx), serve, measured, found)
+                       sweep if sweep is not None else sweep_svg(opts, ctx), serve, measured, found, step)
     path = opts.reports.report
     try:
         with open(path, "w", encoding="utf-8") as f:

@@ -20,9 +20,11 @@ def write_outputs(opts: Options, rep, recs, found, work, result, pareto: str | N
     sweep's Pareto plot as SVG, the page's sweep section."""
     if rep is None:
         return
-    title = (f"serving {opts.model.name} on {rep.serve.tp} x {rep.hw.name}: decode step at batch "
-             f"{result.decode.batch}, past_seq {work.isl + work.osl // 2} (one GPU of {rep.serve.tp})")
-    report_mode.write_outputs(opts, rep, recs, found, gpus=rep.serve.tp, title=title, sweep=pareto)
+    title = (f"serving {opts.model.name} on {rep.serve.tp} x {rep.hw.name}: isl {work.isl}, osl {work.osl}, "
+             f"concurrency {work.concurrency}")
+    step = (f"decode step at batch {result.decode.batch}, past_seq {work.isl + work.osl // 2} (one GPU of "
+            f"{rep.serve.tp})")
+    report_mode.write_outputs(opts, rep, recs, found, gpus=rep.serve.tp, title=title, sweep=pareto, step=step)
 
 
 def context(opts: Options, dep, work, result):

@@ -30,6 +30,12 @@ from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.report.findings import distinct
 
 LIMITER_COLORS = {"compute": "#1f77b4", "memory": "#d62728", "launch": "#7f7f7f", "communication": "#9467bd"}
+# The breakdown's kind bar draws from colours no limiter uses (matplotlib's tab10 less LIMITER_COLORS, then
+# their tab20 light twins), so a kind never reads as a limiter; a limiter without its own colour takes one
+# of tab20b's dark shades, used by neither.
+KIND_COLORS = ("#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ffbb78", "#98df8a",
+               "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+OTHER_LIMITER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
 def _n(x) -> float:
@@ -178,14 +184,18 @@ def breakdown(result: Result) -> Figure:
     fig = _new_figure((8.0, 2.6))
     ax = fig.add_subplot()
     total = _n(result.totals["estimate_s"]) or 1.0
-    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for row, key in enumerate(("kind", "limiter")):
         groups = sorted(group_totals(result, key).items(), key=lambda kv: -_n(kv[1]["estimate_s"]))
-        left = 0.0
+        left, others = 0.0, 0
         for j, (name, vals) in enumerate(groups):
             share = 100 * _n(vals["estimate_s"]) / total
-            color = LIMITER_COLORS.get(name) if key == "limiter" else None
-            ax.barh(row, share, left=left, color=color or colors[j % len(colors)], edgecolor="white",
+            if key == "kind":
+                color = KIND_COLORS[j % len(KIND_COLORS)]
+            elif name in LIMITER_COLORS:
+                color = LIMITER_COLORS[name]
+            else:
+                color, others = OTHER_LIMITER_COLORS[others % len(OTHER_LIMITER_COLORS)], others + 1
+            ax.barh(row, share, left=left, color=color, edgecolor="white",
                     gid=f"breakdown-{key}-{name}", label=f"{name} {share:.1f}%" if share < 6 else None)
             if share >= 6:
                 ax.text(left + share / 2, row, f"{name}\n{share:.0f}%", ha="center", va="center", fontsize=7,

@@ -1,10 +1,12 @@
 """`--report FILE.html`: one self-contained page of an estimate (no network access when opened).
 
-Sections: summary (bound, estimate, limiter mix, model FLOPs / DRAM bytes / weights), recommendations,
-the roofline and the time breakdown (inline SVG from estimator/report/figures.py), the sortable kernel
-table with tile plans (one row per kernel, as many as the JSON's "kernels"), the fusion comparison, the
-sweep plot (with --sweep) and the serving summary (with --serve: estimator/report/serving.py's flat
-mapping of the served deployment).
+Sections: with --serve first the served figures (TTFT, TPOT, tokens/s, memory per GPU: cards, then
+the rest of estimator/report/serving.py's flat mapping), since they are what a serving report is read
+for; then the summary (bound, estimate, limiter mix, model FLOPs / DRAM bytes / weights; under --serve
+titled as the step whose kernels follow), recommendations (one row per action, one quantity per column,
+evidence formatted), the roofline and the time breakdown (inline SVG from estimator/report/figures.py),
+the sortable kernel table with tile plans (one row per kernel, as many as the JSON's "kernels";
+collapsed in a <details> past LONG_TABLE rows), the fusion comparison and the sweep plot (with --sweep).
 Styles and the small script (column sorting, tooltips on the roofline marks) are inline; there is no
 link, font, image or script fetched from anywhere. `@media print` drops the interactive parts.
 """
@@ -48,6 +50,8 @@ code { font-size: 12px; background: #f4f6f8; padding: 0 .2rem; border-radius: 3p
 #tip { position: fixed; pointer-events: none; background: #1b1f24; color: #fff; font-size: 12px;
        padding: .35rem .5rem; border-radius: 4px; display: none; max-width: 26rem; z-index: 10; }
 .note { color: var(--muted); font-size: .85rem; }
+details > summary { cursor: pointer; color: var(--accent); margin: .3rem 0; }
+.cards.served .card b { font-size: 1.35rem; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11px; } #tip { display: none !important; }
   .scroll { max-height: none; overflow: visible; border: 0; }
@@ -59,6 +63,9 @@ code { font-size: 12px; background: #f4f6f8; padding: 0 .2rem; border-radius: 3p
 # Tooltips: every roofline mark (<g id="kernel-N">) shows its kernel's row from the embedded JSON.
 JS = """
 (function () {
+  window.addEventListener('beforeprint', function () {
+    document.querySelectorAll('details').forEach(function (d) { d.open = true; });
+  });
   function key(td) { var v = td.getAttribute('data-v'); return v === null ? td.textContent : parseFloat(v); }
   document.querySelectorAll('table.sortable').forEach(function (table) {
     table.querySelectorAll('th').forEach(function (th, col) {
@@ -128,7 +135,16 @@ def _si(x, unit: str) -> str:
     return f"{v:.3g} {unit}"
 
 
-def summary(result: Result) -> str:
+LONG_TABLE = 50  # a table of more rows is collapsed (<details>): the page stays readable from the top
+
+
+def _collapsible(rows: int, what: str, body: str) -> str:
+    if rows <= LONG_TABLE:
+        return body
+    return f"<details><summary>show all {rows} {_e(what)}</summary>{body}</details>"
+
+
+def summary(result: Result, heading: str = "Summary") -> str:
     t = result.totals
     total = _num(t["estimate_s"]) or 1.0
     mix = sorted(group_totals(result, "limiter").items(), key=lambda kv: -(_num(kv[1]["estimate_s"]) or 0))
@@ -139,26 +155,65 @@ def summary(result: Result) -> str:
     body = "".join(f'<div class="card"><b>{_e(v)}</b><span>{_e(k)}</span></div>' for k, v in cards)
     extra = (f'<p class="note">{len(result.uncosted)} uncosted op(s), not in the totals: '
              f'{_e(", ".join(sorted({u.op for u in result.uncosted})))}</p>' if result.uncosted else "")
-    return f'<section id="summary"><h2>Summary</h2><div class="cards">{body}</div>{extra}</section>'
+    return f'<section id="summary"><h2>{_e(heading)}</h2><div class="cards">{body}</div>{extra}</section>'
+
+
+# What a recommendation's gain is measured in (Recommendation.metric): every one is in seconds, but a
+# decode step, a TPOT and GPU-seconds per token are different quantities, so the table names it per row.
+METRICS = {"estimate_s": "model estimate", "tpot_s": "TPOT", "ttft_s": "TTFT",
+           "s_per_token_per_gpu": "GPU-s per token", "measured_s": "measured time"}
+
+
+def _value(key: str, v: Any) -> str:
+    """One evidence value in its unit: seconds (`*_s`) and bytes (`*bytes*`) with SI prefixes, rates
+    (`*_per_s`) too, other floats to 4 significant digits, a mapping as `key value, ...`."""
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k} {_value(k, x)}" for k, x in v.items())
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if key.endswith("_per_s"):
+        return _si(v, "B/s" if "bytes" in key else ("FLOP/s" if "flops" in key else "/s"))
+    if key.endswith("_s"):
+        return show(v, "s")
+    if "bytes" in key:
+        return _si(v, "B")
+    return f"{v:,}" if isinstance(v, int) else f"{v:.4g}"
 
 
 def _evidence(ev: Mapping[str, Any]) -> str:
-    def fmt(v: Any) -> str:
-        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    return "; ".join(f"{k}: {_value(k, v)}" for k, v in ev.items())
 
-    return "; ".join(f"{k} = {fmt(v)}" for k, v in ev.items())
+
+def distinct_actions(recs: Sequence) -> list[tuple[Any, list]]:
+    """The recommendations with one row per action (same action and flags): the first (highest ranked)
+    with the others of that action, which measure the same what-if by another metric."""
+    rows: dict[tuple, tuple[Any, list]] = {}
+    for r in recs:
+        key = (r.action, tuple(r.flags))
+        if key in rows:
+            rows[key][1].append(r)
+        else:
+            rows[key] = (r, [])
+    return list(rows.values())
 
 
 def recommendations_section(recs: Sequence, total_s: float, threshold: float, also: Sequence = ()) -> str:
-    rows = [f"<tr>{_cell(i)}<td>{_e(r.action)}</td>{_cell(r.gain_s, show(r.gain_s, 's'))}"
-            f"{_cell(r.gain_pct, f'{r.gain_pct:.1f}%')}{_cell(r.estimate_s, show(r.estimate_s, 's'))}"
-            f"<td><code>{_e(' '.join(r.flags) or '-')}</code></td><td>{_e(r.reason)}</td>"
-            f"<td>{_e(_evidence(r.evidence))}</td></tr>" for i, r in enumerate(recs, 1)]
-    note = (f'<p class="note">Every row is a what-if the estimator priced again; gain = {show(total_s, "s")} '
-            f"minus the what-if's estimate. Shown when the gain is at least {100 * threshold:g}% of the "
-            "total.</p>")
-    table = _table([("#", True), ("action", False), ("gain", True), ("gain %", True), ("estimate", True),
-                    ("flags", False), ("reason", False), ("evidence", False)], rows, tid="recommendations") \
+    rows = []
+    for i, (r, same) in enumerate(distinct_actions(recs), 1):
+        more = "".join(f"; also {METRICS.get(o.metric, o.metric)} -{show(o.gain_s, 's')} ({o.gain_pct:.1f}%)"
+                       for o in same)
+        rows.append(f"<tr>{_cell(i)}<td>{_e(r.action)}</td><td>{_e(METRICS.get(r.metric, r.metric))}</td>"
+                    f"{_cell(r.gain_s, show(r.gain_s, 's'))}{_cell(r.gain_pct, f'{r.gain_pct:.1f}%')}"
+                    f"{_cell(r.estimate_s, show(r.estimate_s, 's'))}"
+                    f"<td><code>{_e(' '.join(r.flags) or '-')}</code></td><td>{_e(r.reason + more)}</td>"
+                    f"<td>{_e(_evidence(r.evidence))}</td></tr>")
+    note = (f'<p class="note">Every row is a what-if the estimator priced again: the saving in the quantity '
+            f"of its row (the model estimate is {show(total_s, 's')}), in seconds and as a share of that "
+            f"quantity, and the what-if's value of it. Shown when the gain is at least "
+            f"{100 * threshold:g}%.</p>")
+    table = _table([("#", True), ("action", False), ("quantity", False), ("saves", True), ("saves %", True),
+                    ("what-if value", True), ("flags", False), ("reason", False), ("evidence", False)], rows,
+                   tid="recommendations") \
         if rows else '<p>No what-if saves at least the threshold.</p>'
     rest = ", ".join(f"{r.action} ({-r.gain_pct:+.1f}%)" for r in also)
     tail = (f'<p class="note">Also estimated, not shown (time change): {_e(rest)}</p>' if rest
@@ -221,28 +276,55 @@ def fusion_section(results: Mapping[str, Result]) -> str:
             + "</section>")
 
 
+# The served figures shown as cards at the top of a --serve page, in this order (the keys of
+# estimator/report/serving.py's summary); the rest of its rows follow in a table.
+SERVED_CARDS = ("TTFT", "TPOT", "E2E", "tokens/s", "tokens/s per GPU", "tokens/s per user",
+                "admitted concurrency", "fits", "KV capacity", "memory per GPU: weights",
+                "memory per GPU: KV cache", "memory per GPU: device")
+
+
 def serve_section(serve: Mapping[str, Any]) -> str:
-    rows = [f"<tr><td>{_e(k)}</td><td>{_e(jsonable(v) if isinstance(v, (int, float, sympy.Basic)) else v)}"
-            f"</td></tr>" for k, v in serve.items()]
-    return ('<section id="serve"><h2>Serving</h2>' + _table([("quantity", False), ("value", False)], rows, "")
-            + "</section>")
+    def text(v: Any) -> str:
+        return str(jsonable(v) if isinstance(v, (int, float, sympy.Basic)) else v)
+
+    def card(k: str) -> str:
+        value, _, more = text(serve[k]).partition(" (")  # "39.5 ms (queueing 39.2 ms)": the aside below
+        aside = f" ({more}" if more else ""
+        return f'<div class="card"><b>{_e(value)}</b><span>{_e(k)}</span><span>{_e(aside)}</span></div>'
+
+    cards = "".join(card(k) for k in SERVED_CARDS if k in serve)
+    rest = {k: v for k, v in serve.items() if k not in SERVED_CARDS and k != "definitions"}
+    rows = [f"<tr><td>{_e(k)}</td><td>{_e(text(v))}</td></tr>" for k, v in rest.items()]
+    defs = serve.get("definitions")
+    definitions = ""
+    if defs:
+        items = defs.items() if isinstance(defs, Mapping) else [("", defs)]
+        body = "".join(f"<li>{_e(f'{k}: ' if k else '')}{_e(text(v))}</li>" for k, v in items)
+        definitions = f"<details><summary>definitions</summary><ul class=\"note\">{body}</ul></details>"
+    return ('<section id="serve"><h2>Serving</h2>'
+            f'<div class="cards served">{cards}</div>'
+            + _table([("quantity", False), ("value", False)], rows, "") + definitions + "</section>")
 
 
 def render(result: Result, title: str, recommendations: Sequence | None = None, threshold: float = 0.02,
            fusion: Mapping[str, Result] | None = None, sweep_svg: str | None = None,
            serve: Mapping[str, Any] | None = None, measured: Mapping[str, float] | None = None,
-           considered: Sequence = ()) -> str:
+           considered: Sequence = (), step: str | None = None) -> str:
     """The page. Optional parts appear when given: `recommendations` (estimator.report.recommend;
     `considered`: every what-if estimated, those not shown are listed in one line),
     `fusion` (strategy -> Result), `sweep_svg` (the sweep plot as SVG), `serve` (the serving summary,
-    a flat mapping), `measured` (kernel name -> measured seconds, for the roofline's hollow marks)."""
+    a flat mapping, placed first), `measured` (kernel name -> measured seconds, for the roofline's hollow
+    marks), `step` (what the kernels below are, e.g. a serving page's decode step: the summary's heading)."""
     r = result
     dims = ", ".join(f"{k}={v}" for k, v in r.dims.items()) or "static"
     rows, tips = kernel_rows(r)
     parts = [f"<h1>{_e(title)}</h1>",
              f'<p class="sub">{_e(r.hw.display_name)} ({_e(r.hw.name)}) &middot; precision {_e(r.precision)} '
              f"&middot; dims {_e(dims)} &middot; fusion {_e(r.fusion)} &middot; "
-             f"{'tile-level' if r.tiling else 'roofline'} estimate</p>", summary(r)]
+             f"{'tile-level' if r.tiling else 'roofline'} estimate</p>"]
+    if serve:
+        parts.append(serve_section(serve))
+    parts.append(summary(r, f"{step[0].upper()}{step[1:]}: its kernels below" if step else "Summary"))
     if recommendations is not None:
         also = [c for c in considered if c not in recommendations]
         parts.append(recommendations_section(recommendations, _num(r.totals["estimate_s"]) or 0.0, threshold,
@@ -261,14 +343,13 @@ def render(result: Result, title: str, recommendations: Sequence | None = None, 
     parts.append('<section id="breakdown"><h2>Time breakdown</h2><figure>'
                  + figures.to_svg(figures.breakdown(r)) + "</figure></section>")
     parts.append(f'<section id="kernels"><h2>Kernels ({len(rows)})</h2>'
-                 '<p class="note">Click a column to sort.</p><div class="scroll">'
-                 + _table(KERNEL_HEADERS, rows, tid="kernel-table") + "</div></section>")
+                 '<p class="note">Click a column to sort.</p>'
+                 + _collapsible(len(rows), "kernels", '<div class="scroll">'
+                                + _table(KERNEL_HEADERS, rows, tid="kernel-table") + "</div>") + "</section>")
     if fusion:
         parts.append(fusion_section(fusion))
     if sweep_svg:
         parts.append(f'<section id="sweep"><h2>Sweep</h2><figure>{sweep_svg}</figure></section>')
-    if serve:
-        parts.append(serve_section(serve))
     data = json.dumps(tips).replace("</", "<\\/")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
