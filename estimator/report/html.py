@@ -51,7 +51,7 @@ code { font-size: 12px; background: #f4f6f8; padding: 0 .2rem; border-radius: 3p
        padding: .35rem .5rem; border-radius: 4px; display: none; max-width: 26rem; z-index: 10; }
 .note { color: var(--muted); font-size: .85rem; }
 details > summary { cursor: pointer; color: var(--accent); margin: .3rem 0; }
-.cards.served .card b { font-size: 1.35rem; }
+.cards.served .card b { font-size: 1.35rem; } .card span + span { display: block; }
 @media print {
   body { max-width: none; padding: 0; font-size: 11px; } #tip { display: none !important; }
   .scroll { max-height: none; overflow: visible; border: 0; }
