@@ -93,3 +93,11 @@ def test_help_names_the_other_modes(capsys):
     for mode in ("estimate profile FILE", "estimate sass FILE", "estimate calibrate", "estimate validate",
                  "--validate"):
         assert mode in out, mode
+
+
+def test_the_trace_carries_the_versions(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    code, _, err = cli(capsys, "--model", "llama-tiny", "--dim", "seq=32", "--trace", str(path))
+    assert code == 0, err
+    other = json.loads(path.read_text())["otherData"]
+    assert (other["tool_version"], other["schema_version"]) == (tool_version(), SCHEMA_VERSION)

@@ -21,6 +21,7 @@ import sympy
 
 from estimator.errors import UserError
 from estimator.estimate import Result
+from estimator.version import stamped
 
 COMMUNICATION_KINDS = frozenset({"communication", "collective"})
 STREAMS = {0: "stream 0 (compute)", 1: "collectives"}
@@ -73,7 +74,7 @@ def to_trace(result: Result, gpus: int = 1) -> dict[str, Any]:
             ts += dur
     t = result.totals
     return {"traceEvents": events, "displayTimeUnit": "ns",
-            "otherData": {"producer": "gpu-inference-estimator (estimated, not measured)",
+            "otherData": {"producer": "gpu-inference-estimator (estimated, not measured)", **stamped({}),
                           "arch": result.hw.name, "precision": result.precision, "dims": result.dims,
                           "fusion": result.fusion, "estimate_s": _s(t["estimate_s"]),
                           "bound_s": _s(t["bound_s"])}}
