@@ -185,11 +185,12 @@ def _evidence(ev: Mapping[str, Any]) -> str:
 
 
 def distinct_actions(recs: Sequence) -> list[tuple[Any, list]]:
-    """The recommendations with one row per action (same action and flags): the first (highest ranked)
-    with the others of that action, which measure the same what-if by another metric."""
+    """The recommendations with one row per action (the same flags, or the same words where a what-if has
+    no flags): the first (highest ranked) with the others of that action, which measure the same what-if
+    by another metric (serving on tp 4 at concurrency 32 saves GPU-s per token and TPOT alike)."""
     rows: dict[tuple, tuple[Any, list]] = {}
     for r in recs:
-        key = (r.action, tuple(r.flags))
+        key = tuple(r.flags) if r.flags else (r.action,)
         if key in rows:
             rows[key][1].append(r)
         else:
