@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import csv
 import gzip
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from estimator import jsonout
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import DEFAULT_DATA  # noqa: F401 (tools.sim_serving_sets' default)
 from estimator.errors import UserError
@@ -267,5 +267,5 @@ def run(args: ServingCheck) -> int:
         everything[name] = points
         print(markdown(name, points) + "\n" if args.markdown else summary(name, points), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(everything, indent=1))
+        args.json.write_text(jsonout.dumps(everything, indent=1))
     return 0

@@ -24,9 +24,9 @@ summary (estimator/report/serving.py) and the trace one process per GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from estimator import jsonout
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
@@ -104,7 +104,7 @@ def run(opts: Options) -> int | None:
     ctx = context(opts, graph, dims, opts.hw)
     recs, found = recommendations(opts, ctx)
     if opts.output.json:
-        print(json.dumps(add_json(to_json(ctx.base), recs, found), indent=1))
+        print(jsonout.dumps(add_json(to_json(ctx.base), recs, found), indent=1))
     else:
         print(to_table(ctx.base, opts.output.top))
         if recs is not None:

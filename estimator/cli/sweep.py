@@ -13,10 +13,10 @@ comma list of GPUs alone prints one comparison row per GPU (or, with --symbolic,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 
+from estimator import jsonout
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
@@ -162,7 +162,7 @@ def _run(opts: Options) -> int:
     if sweeps or not (opts.output.symbolic or opts.study.crossover):
         runs = _sweep_outputs(opts, builds, sweeps, text, doc)
     if opts.output.json:
-        print(json.dumps(doc, indent=1))
+        print(jsonout.dumps(doc, indent=1))
     elif text:
         print("\n".join(text).rstrip())
     if opts.study.plot:
