@@ -35,7 +35,8 @@ def test_the_writer_turns_non_finite_figures_into_null():
     ("--model", "llama-tiny", "--json", "--tp", "2"),
     ("--model", "llama-tiny", "--json", "--serve", "isl=64,osl=8,concurrency=4"),
     ("--model", "llama-tiny", "--json", "--memory"),
-    ("--model", "llama-tiny", "--json", "--serve", "isl=64,osl=8,concurrency=4", "--sweep", "concurrency=1,4"),
+    ("--model", "llama-tiny", "--json", "--serve", "isl=64,osl=8,concurrency=4",
+     "--sweep", "concurrency=1,4"),
 ])
 def test_every_json_mode_is_strict(capsys, argv):
     code, out, err = cli(capsys, *argv)

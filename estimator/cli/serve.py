@@ -169,8 +169,8 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         smallest = {"tp": better} if better else {}
         finding = (
             f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} precision: "
-            f"{mem.weights_bytes / 1e9:.1f} GB of weights, {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any "
-            f"KV cache, on {mem.device_bytes / 1e9:.1f} GB; "
+            f"{mem.weights_bytes / 1e9:.1f} GB of weights, {mem.non_kv_bytes / 1e9:.1f} GB per GPU "
+            f"before any KV cache, on {mem.device_bytes / 1e9:.1f} GB; "
             + (f"smallest fit: --tp {better}" if better else "smallest fit: none up to the NVLink domain")
         )
         if result is not None:

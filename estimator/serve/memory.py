@@ -154,7 +154,8 @@ def weights_fit(hw: HardwareDescriptor, fw: Framework, weights_bytes: float) -> 
     def plan(tp: int) -> tuple[bool, float]:
         non_kv = weights_bytes / tp + fw.comm_buffer_bytes(tp) + float(fw.runtime_reserve_bytes)
         fraction = float(fw.kv_memory_fraction)
-        budget = (device - non_kv) * fraction if fw.kv_budget_rule == "of_free" else device * fraction - non_kv
+        of_free = fw.kv_budget_rule == "of_free"
+        budget = (device - non_kv) * fraction if of_free else device * fraction - non_kv
         return budget > 0, non_kv
 
     fits, non_kv = plan(1)
