@@ -85,14 +85,14 @@ def test_inflight_batching_staggers_prefill_groups():
 def test_trtllm_joins_after_its_overlap_step():
     fw = _fw(admission_wait="overlap_step", max_num_tokens=1005)
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # k_max = (1005 - 5 decode tokens) // 500 = 2, but arrivals spread: ceil(6 / (10 + 1)) = 1 a step ->
-    # g = 6 groups, 5 mixed steps per decode phase, as under half_step; the wait to join is 1.5 steps
-    # (the overlap scheduler launches step n + 1 before step n's scheduling work)
+    # k_max = (1005 - 5 decode tokens) // 500 = 2, arrivals ceil(6 / (10 + 1)) = 1 a step -> g = 6 groups,
+    # 5 mixed steps per decode phase. The overlap scheduler: a request joins the third step after its
+    # predecessor's last; the 2 steps before its own are, in phase, the mixed steps of the groups before
+    # it: group j waits min(j, 2) mixed steps and 2 - min(j, 2) plain ones: mean (0+1+2+2+2+2) / 6 = 1.5
     t_mix = 1e-5 * 1 * 500 + 1e-9 * 5 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
     decode_total = gen * (10 - 5) / 10 + 5 * t_mix
-    avg = (decode_total + t_mix) / 11
-    join = 1.5 * avg
+    join = 1.5 * t_mix + 0.5 * gen / 10
     slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
     assert r.ttft_terms["join_s"] == pytest.approx(join)
     assert r.ttft_terms["prefill_s"] == pytest.approx(t_mix)
@@ -102,14 +102,14 @@ def test_trtllm_joins_after_its_overlap_step():
     assert not any("wait to join" in n for n in r.notes)  # no fitted wait any more
 
 
-def test_a_lone_trtllm_client_waits_only_for_the_overlap_step():
+def test_a_lone_trtllm_client_waits_two_plain_steps():
     fw = _fw(admission_wait="overlap_step")
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 1), gpus=1)
     # W = 1: its prefill 10 us x 500 = 5 ms (eager: above the 100 kernels x 10 us = 1 ms of host launch),
-    # no decoder riding; 10 decode steps at batch 1 (graphed); one client never queues at a station
+    # no decoder riding; 10 decode steps at batch 1 (graphed), and no other prefill before its own: it
+    # waits 2 plain decode steps; one client never queues at a station
     decode_total = sum(1e-3 + 1e-6 + 1e-9 * p + 15e-6 for p in range(500, 510))
-    avg = (decode_total + 5e-3) / 11
-    assert r.ttft_s == pytest.approx(5e-3 + 1.5 * avg)
+    assert r.ttft_s == pytest.approx(5e-3 + 2 * decode_total / 10)
     assert r.ttft_terms["slot_queue_s"] == 0.0 and r.ttft_terms["kv_queue_s"] == 0.0
 
 
@@ -201,3 +201,12 @@ def test_a_saturated_host_is_named_in_the_notes():
     # 63 x D behind the other 63 and the loop runs at about 1 / D requests/s
     assert r.ttft_s == pytest.approx(base.ttft_s + 63 * 1.0)
     assert r.tokens_per_s == pytest.approx(64 * 11 / (base.e2e_s + 63 * 1.0))
+
+
+def test_join_wait_counts_the_mixed_steps_before_a_group():
+    from estimator.serve.serving import join_wait
+
+    # 3 groups of 2 chunk steps each, 2 steps before a group's prefill: group 0 sees 0 mixed steps, groups
+    # 1 and 2 see 2 (the chunks of the group before): mean 4 / 3 mixed x 10 + (2 - 4 / 3) plain x 1 = 14
+    assert join_wait(2.0, 3, 2, 10.0, 1.0) == pytest.approx(14.0)
+    assert join_wait(2.0, 1, 1, 10.0, 1.0) == pytest.approx(2.0)  # alone: two plain steps

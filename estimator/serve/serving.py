@@ -30,9 +30,12 @@ a request sees the other groups' prefills as m = min((g - 1) n_c, osl - 1) mixed
 plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request waits the
 S - (osl - 1 + n_c) steps its lifetime does not cover (the token budget's queue), plus the wait for the
 step that takes it in (frameworks.yaml `admission_wait`, documented engine rules): half a step to the
-next boundary (vLLM, SGLang: the scheduler forms every step from the running and the waiting requests),
-or, under TensorRT-LLM's overlap scheduler, one step more (step n + 1 is launched before step n's CPU
-work, the next batch's scheduling included: "one extra decoding step").
+next boundary (vLLM, SGLang: the scheduler forms every step from the running and the waiting requests,
+arrivals spread over the cycle), or, under TensorRT-LLM's overlap scheduler, the two steps before its own
+(step n + 1 is scheduled and launched before step n's responses go out: "one extra decoding step", so a
+request sent on its predecessor's last token misses the step already scheduled); the closed loop keeps
+the benchmark's start in phase (equal requests prefilled on consecutive steps finish and return on
+consecutive steps), so those two steps are the other requests' mixed steps (join_wait).
   TTFT = the sum of the terms of TTFT_TERMS: the KV queue, the token budget's queue, the wait to join, the
   closed-loop waits below, the prefill itself (n_c T_mix), the framework's per-layer prefill dispatch
   (launch.py) and the benchmark's first-round burst; each is in the result (`ttft_terms`);
@@ -91,8 +94,14 @@ TTFT_TERMS = {
     "burst_s": "the benchmark's start: the first round's burst of W prompts, its excess weighted 1 / R "
                "(rounds=R, burst.py)",
 }
-# admission_wait (frameworks.yaml) -> the steps a request waits, on average, before the step that takes it
-JOIN_STEPS = {"half_step": 0.5, "overlap_step": 1.5}
+# admission_wait (frameworks.yaml) -> the steps a request waits before the step that takes it in:
+# half_step (vLLM, SGLang): arrivals spread over the cycle meet a step half done on average;
+# overlap_step (TensorRT-LLM's overlap scheduler, the PyExecutor loop: schedule and launch step n + 1, then
+# wait for step n and send its responses): the previous request's last token goes out at the end of its
+# step n, the next request arrives during step n + 1, already scheduled with n + 2 before it came, so it
+# joins step n + 3: it waits the two steps before its own, which in phase (join_wait) are other
+# requests' prefill steps
+JOIN_STEPS = {"half_step": 0.5, "overlap_step": 2.0}
 
 
 class ServeError(UserError):
@@ -276,7 +285,11 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
         terms["budget_queue_s"] = (s_steps - (osl - 1 + n_c)) * avg_step
-        terms["join_s"] = JOIN_STEPS[fw.admission_wait] * avg_step
+        if fw.admission_wait == "overlap_step":  # in phase: the steps before its own are the mixed ones
+            plain = float(np.mean(dec_steps.step_s))
+            terms["join_s"] = join_wait(JOIN_STEPS["overlap_step"], groups, n_c, t_mix, plain)
+        else:  # arrivals spread over the cycle: half an average step to the next boundary
+            terms["join_s"] = JOIN_STEPS[fw.admission_wait] * avg_step
         terms["prefill_s"] = n_c * t_mix
         e2e = sum(terms.values()) + decode_total
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
@@ -304,6 +317,17 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
     return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft, tpot,
                        e2e + terms["kv_queue_s"], tokens_per_s, memory, queued, pre, mean_dec.first(), notes,
                        "static" if work.batching == "static" else fw.scheduler, terms)
+
+
+def join_wait(steps_before: float, groups: int, n_c: int, t_mix: float, t_plain: float) -> float:
+    """The mean wait of a request for the step that takes it in: the `steps_before` steps (a fraction
+    allowed) just before its own prefill step. The closed loop keeps the benchmark's start in phase: the
+    g prefill groups run back to back (each n_c chunk steps), finish on consecutive steps and come back on
+    consecutive steps, so the steps before group j's prefill are the mixed steps of the groups before it,
+    min(j n_c, d) of them (`t_mix` each), and plain decode steps for the rest (`t_plain`)."""
+    d = float(steps_before)
+    mixed = float(np.mean([min(j * n_c, d) for j in range(groups)]))
+    return mixed * t_mix + (d - mixed) * t_plain
 
 
 def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tuple[int, int, int],
