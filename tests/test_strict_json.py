@@ -106,3 +106,21 @@ def test_serve_prints_and_writes_each_ttft_term(capsys):
     assert set(serve["ttft_terms_s"]) >= {"kv_queue_s", "join_s", "prefill_s", "burst_s"}
     code, out, _ = cli(capsys, *argv)
     assert "wait to join a step" in out and "prefill" in out and "benchmark start (burst)" in out
+
+
+def test_the_sweep_mode_says_a_model_does_not_fit():
+    # the sweep mode's per-GPU finding (estimator/cli/sweep.py _fits) on a priced result's weight bytes:
+    # 141.1 GB on the RTX 5090 (32 GB) fits from TP 8 (141.1 / 8 + 3.76 + 0.39 = 21.8 GB; TP 4: 39.4 GB)
+    from types import SimpleNamespace
+
+    import sympy
+
+    import hwdesc
+    from estimator.cli.sweep import _fits
+
+    result = SimpleNamespace(totals={"weight_bytes": sympy.Float(141.1e9)}, hw=hwdesc.load("rtx-5090"))
+    text, doc = [], {}
+    _fits([(result, None)], text, doc)
+    assert strict(jsonout.dumps(doc))["memory_fit"]["rtx-5090"]["smallest_fit"] == {"tp": 8}
+    assert text == ["rtx-5090: does not fit: 141.1 GB of weights on 32.0 GB (144.9 GB with the framework's "
+                    "reserve, before any KV cache); smallest fit: --tp 8 (weights split evenly)"]

@@ -213,7 +213,9 @@ def plain(opts) -> int:
     from estimator.cli.hf import ep_decisions
 
     ep = ep_decisions(graph)  # --expert-parallel: the all-to-all it inserted
-    fit = weights_fit(result, opts.serving.framework)
+    from estimator.serve.memory import result_fit
+
+    fit = result_fit(result, opts.serving.framework)
     if opts.output.json:
         parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
                     if ep else {})
@@ -232,18 +234,6 @@ def plain(opts) -> int:
             print(f"sharding decisions (--expert-parallel {opts.model.expert_parallel}):")
             print("\n".join(f"  {d}" for d in ep))
     return 0
-
-
-def weights_fit(result, framework_name: str | None = None):
-    """Whether the priced graph's weights fit its GPU (estimator/serve/memory.py weights_fit, under the
-    framework's memory rules, TensorRT-LLM's by default); None when the weight bytes are not a number."""
-    wb = result.totals.get("weight_bytes")
-    if wb is None or not getattr(wb, "is_number", True):
-        return None
-    from estimator.serve.frameworks import framework
-    from estimator.serve.memory import weights_fit as fit
-
-    return fit(result.hw, framework(framework_name or "trtllm"), float(wb))
 
 
 def _bad_input_errors() -> tuple[type[BaseException], ...]:

@@ -161,6 +161,7 @@ def _run(opts: Options) -> int:
     runs = []
     if sweeps or not (opts.output.symbolic or opts.study.crossover):
         runs = _sweep_outputs(opts, builds, sweeps, text, doc)
+    _fits(builds, text, doc)
     if opts.output.json:
         print(jsonout.dumps(doc, indent=1))
     elif text:
@@ -168,6 +169,23 @@ def _run(opts: Options) -> int:
     if opts.study.plot:
         _plot(opts, builds, runs, sweeps)
     return 0
+
+
+def _fits(builds, text: list[str], doc: dict) -> None:
+    """Each GPU's weights fit (estimator/serve/memory.py result_fit): a `does not fit` line under the
+    table for a GPU that cannot hold them, and `memory_fit` per GPU in the JSON."""
+    from estimator.serve.memory import result_fit
+
+    fits = {}
+    for result, _ in builds:
+        fit = result_fit(result)
+        if fit is None:
+            continue
+        fits[result.hw.name] = fit.to_json()
+        if not fit.fits:
+            text.append(f"{result.hw.name}: {fit.text()}")
+    if fits:
+        doc["memory_fit"] = fits
 
 
 def _sweep_outputs(opts: Options, builds, sweeps, text: list[str], doc: dict):

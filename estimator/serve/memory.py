@@ -161,3 +161,14 @@ def weights_fit(hw: HardwareDescriptor, fw: Framework, weights_bytes: float) -> 
     fits, non_kv = plan(1)
     smallest = None if fits else next((tp for tp in FIT_TPS[1:] if plan(tp)[0]), None)
     return WeightsFit(fits, float(weights_bytes), device, non_kv, smallest)
+
+
+def result_fit(result, framework_name: str | None = None) -> WeightsFit | None:
+    """weights_fit of a priced graph (estimator.estimate Result) on its GPU under the framework's memory
+    rules (TensorRT-LLM's by default); None when its weight bytes are not a number."""
+    wb = result.totals.get("weight_bytes")
+    if wb is None or not getattr(wb, "is_number", True):
+        return None
+    from estimator.serve.frameworks import framework
+
+    return weights_fit(result.hw, framework(framework_name or "trtllm"), float(wb))
