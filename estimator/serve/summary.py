@@ -45,7 +45,8 @@ def fit_text(r: ServeResult) -> str:
             f"{'; '.join(r.notes)}")
     fit = r.smallest_fit
     if fit is not None:
-        line += "; smallest fit: " + (" ".join(f"--{k} {v}" for k, v in fit.items()) if fit else "none")
+        line += "; smallest fit: " + (" ".join(f"--{k} {v}" for k, v in fit.items()) if fit
+                                      else "none up to the NVLink domain")
     return line
 
 
