@@ -85,14 +85,15 @@ def test_inflight_batching_staggers_prefill_groups():
 def test_trtllm_joins_after_its_overlap_step():
     fw = _fw(admission_wait="overlap_step", max_num_tokens=1005)
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # k_max = (1005 - 5 decode tokens) // 500 = 2, arrivals ceil(6 / (10 + 1)) = 1 a step -> g = 6 groups,
-    # 5 mixed steps per decode phase. The overlap scheduler: a request joins the third step after its
-    # predecessor's last; the 2 steps before its own are, in phase, the mixed steps of the groups before
-    # it: group j waits min(j, 2) mixed steps and 2 - min(j, 2) plain ones: mean (0+1+2+2+2+2) / 6 = 1.5
-    t_mix = 1e-5 * 1 * 500 + 1e-9 * 5 * 505
+    # k_max = (1005 - 5 decode tokens) // 500 = 2 prompts a step; in phase (the benchmark's start packs 2
+    # a step, and those 2 finish and come back together) -> g = 3 groups, 2 mixed steps per decode phase.
+    # The overlap scheduler: a request joins the third step after its predecessor's last; the 2 steps
+    # before its own are, in phase, the mixed steps of the groups before it: group j waits min(j, 2)
+    # mixed steps and 2 - min(j, 2) plain ones: mean (0 + 1 + 2) / 3 = 1 of each
+    t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
-    decode_total = gen * (10 - 5) / 10 + 5 * t_mix
-    join = 1.5 * t_mix + 0.5 * gen / 10
+    decode_total = gen * (10 - 2) / 10 + 2 * t_mix
+    join = 1.0 * t_mix + 1.0 * gen / 10
     slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
     assert r.ttft_terms["join_s"] == pytest.approx(join)
     assert r.ttft_terms["prefill_s"] == pytest.approx(t_mix)

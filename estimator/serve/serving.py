@@ -15,8 +15,10 @@ server past its KV capacity).
 Step times (launch and scheduling terms apart, estimator/serve/launch.py):
   prefill step: k whole prompts (k_max = max(1, min(W, (max_num_tokens - (W - 1)) // isl)): the running
     decodes take one token of the step's budget each; static batching gives the prompts all of it);
-    requests join at step boundaries as they arrive, spread over the cycle, so a prefill step holds the
-    arrivals of one step, ceil(W / (osl - 1 + n_c)), at least 1 and at most k_max;
+    with arrivals spread over the cycle (admission_wait half_step: vLLM, SGLang) a prefill step holds the
+    arrivals of one step, ceil(W / (osl - 1 + n_c)), at least 1 and at most k_max; in phase (overlap_step:
+    TensorRT-LLM, see below) the k_max prompts the benchmark's start packed into a step finish together
+    and come back together: k = k_max;
     a prompt longer than max_num_tokens takes n_c = ceil(isl / max_num_tokens) chunk steps (chunked
     prefill), each priced as E_pre(1, isl) / n_c;  T_pre = E_pre(k, isl) (eager);
   mixed step (in-flight batching): a prefill step in which the W - k decoding requests also advance:
@@ -212,7 +214,7 @@ def _prefill_shape(work: Workload, fw: Framework, w: int) -> tuple[int, int, int
     n_c = math.ceil(work.isl / budget)
     k_max = 1 if n_c > 1 else prompts_per_step(budget, w, work.isl, work.batching)
     k = k_max
-    if work.batching == "inflight":
+    if work.batching == "inflight" and fw.admission_wait == "half_step":
         # requests arrive spread out and join at the next step: a prefill step holds the arrivals of
         # one step, W / (osl - 1 + n_c) on average (at least one prompt)
         k = min(k, max(1, math.ceil(w / (work.osl - 1 + n_c))))
