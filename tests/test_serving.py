@@ -207,7 +207,10 @@ def test_a_saturated_host_is_named_in_the_notes():
 def test_join_wait_counts_the_mixed_steps_before_a_group():
     from estimator.serve.serving import join_wait
 
-    # 3 groups of 2 chunk steps each, 2 steps before a group's prefill: group 0 sees 0 mixed steps, groups
-    # 1 and 2 see 2 (the chunks of the group before): mean 4 / 3 mixed x 10 + (2 - 4 / 3) plain x 1 = 14
-    assert join_wait(2.0, 3, 2, 10.0, 1.0) == pytest.approx(14.0)
-    assert join_wait(2.0, 1, 1, 10.0, 1.0) == pytest.approx(2.0)  # alone: two plain steps
+    # 3 groups of 1 prompt, 2 chunk steps each, 2 steps before a group's prefill: group 0 sees 0 mixed
+    # steps, groups 1 and 2 see 2 (the chunks of the group before): mean 4 / 3 mixed x 10 + (2 - 4 / 3)
+    # plain x 1 = 14
+    assert join_wait(2.0, 3, 1, 2, 10.0, 1.0) == pytest.approx(14.0)
+    assert join_wait(2.0, 1, 1, 1, 10.0, 1.0) == pytest.approx(2.0)  # alone: two plain steps
+    # 5 requests, 2 a step: groups of 2, 2, 1 see 0, 1, 2 mixed steps: per request (0 + 2 + 2) / 5 = 0.8
+    assert join_wait(2.0, 5, 2, 1, 10.0, 1.0) == pytest.approx(0.8 * 10 + 1.2 * 1)

@@ -289,7 +289,7 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         terms["budget_queue_s"] = (s_steps - (osl - 1 + n_c)) * avg_step
         if fw.admission_wait == "overlap_step":  # in phase: the steps before its own are the mixed ones
             plain = float(np.mean(dec_steps.step_s))
-            terms["join_s"] = join_wait(JOIN_STEPS["overlap_step"], groups, n_c, t_mix, plain)
+            terms["join_s"] = join_wait(JOIN_STEPS["overlap_step"], w, k, n_c, t_mix, plain)
         else:  # arrivals spread over the cycle: half an average step to the next boundary
             terms["join_s"] = JOIN_STEPS[fw.admission_wait] * avg_step
         terms["prefill_s"] = n_c * t_mix
@@ -321,14 +321,17 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
                        "static" if work.batching == "static" else fw.scheduler, terms)
 
 
-def join_wait(steps_before: float, groups: int, n_c: int, t_mix: float, t_plain: float) -> float:
-    """The mean wait of a request for the step that takes it in: the `steps_before` steps (a fraction
-    allowed) just before its own prefill step. The closed loop keeps the benchmark's start in phase: the
-    g prefill groups run back to back (each n_c chunk steps), finish on consecutive steps and come back on
-    consecutive steps, so the steps before group j's prefill are the mixed steps of the groups before it,
+def join_wait(steps_before: float, w: int, k: int, n_c: int, t_mix: float, t_plain: float) -> float:
+    """The mean over the `w` requests of the wait for the step that takes a request in: the
+    `steps_before` steps (a fraction allowed) just before its own prefill step. The closed loop keeps the
+    benchmark's start in phase: the g = ceil(w / k) prefill groups of k prompts (the last one the rest)
+    run back to back, n_c chunk steps each, finish on consecutive steps and come back on consecutive
+    steps, so the steps before group j's prefill are the mixed steps of the groups before it,
     min(j n_c, d) of them (`t_mix` each), and plain decode steps for the rest (`t_plain`)."""
     d = float(steps_before)
-    mixed = float(np.mean([min(j * n_c, d) for j in range(groups)]))
+    groups = -(-w // k)
+    sizes = [k] * (groups - 1) + [w - k * (groups - 1)]
+    mixed = sum(size * min(j * n_c, d) for j, size in enumerate(sizes)) / w
     return mixed * t_mix + (d - mixed) * t_plain
 
 
