@@ -52,6 +52,7 @@ def test_serve_averages_the_burst_into_ttft_and_e2e_not_tpot():
     shift = (first - steady.ttft_s) / 4
     assert shift > 1e-3  # the burst's first tokens at about 5, 10, .. 30 ms (mean 17.5) against 12 ms steady
     assert bench.ttft_s == pytest.approx(steady.ttft_s + shift)
+    assert bench.ttft_terms["burst_s"] == pytest.approx(shift) and steady.ttft_terms["burst_s"] == 0.0
     assert bench.e2e_s == pytest.approx(steady.e2e_s + shift)
     assert bench.tpot_s == pytest.approx(steady.tpot_s)
     assert bench.tokens_per_s == pytest.approx(steady.tokens_per_s)  # throughput: the steady state's

@@ -82,27 +82,68 @@ def test_inflight_batching_staggers_prefill_groups():
     assert r.tokens_per_s == pytest.approx(6 * 11 / (unqueued + slot.wait_s + decode_total))
 
 
-def test_trtllm_packs_prompts_and_waits_a_departure_interval():
-    fw = _fw(admission_wait="departure_interval", max_num_tokens=1005)
+def test_trtllm_joins_after_its_overlap_step():
+    fw = _fw(admission_wait="overlap_step", max_num_tokens=1005)
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 6), gpus=1)
-    # k = (1005 - 5 decode tokens) // 500 = 2 prompts per step -> g = 3 groups, 2 mixed steps per decode phase
+    # k_max = (1005 - 5 decode tokens) // 500 = 2 prompts a step; in phase (the benchmark's start packs 2
+    # a step, and those 2 finish and come back together) -> g = 3 groups, 2 mixed steps per decode phase.
+    # The overlap scheduler: a request joins the third step after its predecessor's last; the 2 steps
+    # before its own are, in phase, the mixed steps of the groups before it: group j waits min(j, 2)
+    # mixed steps and 2 - min(j, 2) plain ones: mean (0 + 1 + 2) / 3 = 1 of each
     t_mix = 1e-5 * 2 * 500 + 1e-9 * 4 * 505
     gen = sum(1e-3 + 8e-6 + 8e-9 * p + 15e-6 for p in range(500, 510))
     decode_total = gen * (10 - 2) / 10 + 2 * t_mix
-    join = (decode_total + t_mix) / 6 * 5 / 6  # the interval between departures of the other 5 of 6
+    join = 1.0 * t_mix + 1.0 * gen / 10
     slot = closed_loop(6, join + t_mix + decode_total, {"prefill": t_mix / 2, "host": 0.0})
+    assert r.ttft_terms["join_s"] == pytest.approx(join)
+    assert r.ttft_terms["prefill_s"] == pytest.approx(t_mix)
+    assert r.ttft_terms["slot_queue_s"] == pytest.approx(slot.wait_s)
     assert r.ttft_s == pytest.approx(join + t_mix + slot.wait_s)
-    # the fitted wait is named with its size in the result's notes
-    assert f"TTFT includes a {join * 1e3:.0f} ms wait to join" in " ".join(r.notes)
+    assert sum(r.ttft_terms.values()) == pytest.approx(r.ttft_s)
+    assert not any("wait to join" in n for n in r.notes)  # no fitted wait any more
 
 
-def test_a_lone_trtllm_client_waits_for_no_departure():
-    fw = _fw(admission_wait="departure_interval")
+def test_a_lone_trtllm_client_waits_two_plain_steps():
+    fw = _fw(admission_wait="overlap_step")
     r = serve(FakeSteps(), _memory(), fw, Workload(500, 11, 1), gpus=1)
-    # W = 1: no other request to wait for; TTFT = its prefill, 10 us x 500 = 5 ms (eager: above the
-    # 100 kernels x 10 us = 1 ms of host launch), no decoder riding, and one client never queues
-    assert r.ttft_s == pytest.approx(5e-3)
-    assert not any("wait to join" in n for n in r.notes)
+    # W = 1: its prefill 10 us x 500 = 5 ms (eager: above the 100 kernels x 10 us = 1 ms of host launch),
+    # no decoder riding; 10 decode steps at batch 1 (graphed), and no other prefill before its own: it
+    # waits 2 plain decode steps; one client never queues at a station
+    decode_total = sum(1e-3 + 1e-6 + 1e-9 * p + 15e-6 for p in range(500, 510))
+    assert r.ttft_s == pytest.approx(5e-3 + 2 * decode_total / 10)
+    assert r.ttft_terms["slot_queue_s"] == 0.0 and r.ttft_terms["kv_queue_s"] == 0.0
+
+
+def test_two_requests_share_the_token_budget():
+    # budget 1000, isl 600: one prompt a step ((1000 - 1) // 600 = 1), so the 2 requests form 2 groups
+    # and each sees the other's prefill as one mixed step: T_mix = 10 us x 600 + E_ctx(1, 605)
+    fw = _fw(admission_wait="half_step")
+    r = serve(FakeSteps(), _memory(), fw, Workload(600, 11, 2), gpus=1)
+    t_mix = 1e-5 * 600 + 1e-9 * 1 * 605
+    gen = sum(1e-3 + 2e-6 + 2e-9 * p + 15e-6 for p in range(600, 610))  # batch 2, graphed
+    decode_total = gen * 9 / 10 + t_mix
+    avg = (decode_total + t_mix) / 11
+    assert r.ttft_terms["budget_queue_s"] == 0.0  # S = max(10 + 1, 2 x 1) = 11: the lifetime covers both
+    assert r.ttft_terms["join_s"] == pytest.approx(0.5 * avg)
+    assert r.ttft_terms["prefill_s"] == pytest.approx(t_mix)
+    # MVA, 2 clients at one station of demand D = t_mix / k_max: the second waits D^2 / Z, Z the cycle
+    z = 0.5 * avg + t_mix + decode_total
+    assert r.ttft_terms["slot_queue_s"] == pytest.approx(t_mix ** 2 / z)
+    assert r.ttft_s == pytest.approx(0.5 * avg + t_mix + t_mix ** 2 / z)
+    assert r.tpot_s == pytest.approx(decode_total / 10)
+
+
+def test_prompts_beyond_the_budget_queue_for_steps():
+    # 6 requests, isl 500, osl 3: one prompt a step ((1000 - 5) // 500 = 1) and arrivals
+    # ceil(6 / (2 + 1)) = 2 a step capped at 1 -> 6 groups; a request's own steps are 2 + 1 = 3, the
+    # cycle is S = max(3, 6) = 6 steps: it waits 3 steps for the token budget
+    fw = _fw(admission_wait="half_step")
+    r = serve(FakeSteps(), _memory(), fw, Workload(500, 3, 6), gpus=1)
+    t_mix = 1e-5 * 500 + 1e-9 * 5 * 501
+    decode_total = 2 * t_mix  # both decode steps are mixed: min((6 - 1) x 1, 2) = 2
+    avg = (decode_total + t_mix) / 3
+    assert r.ttft_terms["budget_queue_s"] == pytest.approx(3 * avg)
+    assert r.ttft_terms["join_s"] == pytest.approx(0.5 * avg)
 
 
 def test_prompts_per_step_leaves_a_token_per_running_decode():
@@ -161,3 +202,15 @@ def test_a_saturated_host_is_named_in_the_notes():
     # 63 x D behind the other 63 and the loop runs at about 1 / D requests/s
     assert r.ttft_s == pytest.approx(base.ttft_s + 63 * 1.0)
     assert r.tokens_per_s == pytest.approx(64 * 11 / (base.e2e_s + 63 * 1.0))
+
+
+def test_join_wait_counts_the_mixed_steps_before_a_group():
+    from estimator.serve.serving import join_wait
+
+    # 3 groups of 1 prompt, 2 chunk steps each, 2 steps before a group's prefill: group 0 sees 0 mixed
+    # steps, groups 1 and 2 see 2 (the chunks of the group before): mean 4 / 3 mixed x 10 + (2 - 4 / 3)
+    # plain x 1 = 14
+    assert join_wait(2.0, 3, 1, 2, 10.0, 1.0) == pytest.approx(14.0)
+    assert join_wait(2.0, 1, 1, 1, 10.0, 1.0) == pytest.approx(2.0)  # alone: two plain steps
+    # 5 requests, 2 a step: groups of 2, 2, 1 see 0, 1, 2 mixed steps: per request (0 + 2 + 2) / 5 = 0.8
+    assert join_wait(2.0, 5, 2, 1, 10.0, 1.0) == pytest.approx(0.8 * 10 + 1.2 * 1)

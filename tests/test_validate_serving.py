@@ -48,7 +48,8 @@ def test_read_rows_keeps_only_the_sets_version(tmp_path):
 
 def test_bad_sets_or_data_is_one_error_line(tmp_path, capsys):
     assert validate_serving.bad_args("8b-trtllm,nope", tmp_path) == (
-        "error: --sets: unknown set(s) nope; known: 8b-trtllm, 70b-vllm, 32b-trtllm")
+        "error: --sets: unknown set(s) nope; known: 8b-trtllm, 70b-vllm, 32b-trtllm, 32b-vllm, 32b-sglang, "
+        "235b-trtllm, gpt-oss-vllm")
     no_table = f"error: --data {tmp_path}: no e2e_serving.csv.gz there"
     assert validate_serving.bad_args("8b-trtllm", tmp_path) == no_table
     (tmp_path / "e2e_serving.csv.gz").write_bytes(b"")

@@ -14,7 +14,6 @@ other processes disturbed least).
 
 from __future__ import annotations
 
-import json
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from pathlib import Path
 import onnx
 
 import hwdesc
+from estimator import jsonout
 from estimator.calibration.markdown import pct, table
 from estimator.errors import UserError
 from estimator.frontends.onnx_import import import_model
@@ -88,7 +88,7 @@ def run(args: HostCheck) -> int:
     else:
         print(f"{hw.display_name} ({hw.path}); {runs}\n" + text(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps({"arch": hw.path, "rows": rows}, indent=1))
+        Path(args.json).write_text(jsonout.dumps({"arch": hw.path, "rows": rows}, indent=1))
     return 0
 
 

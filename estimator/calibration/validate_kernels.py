@@ -27,7 +27,6 @@ tables take ~15 minutes on one core).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 import hwdesc
+from estimator import jsonout
 from estimator.calibration import kernel_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
@@ -224,6 +224,6 @@ def run(args: KernelCheck) -> int:
         results.append(result)
         print(markdown(result) + "\n" if args.markdown else "\n".join(show(result)), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"arch": hw.name, "warm_inputs": args.warm_inputs, "tables": results},
-                                        indent=1))
+        doc = {"arch": hw.name, "warm_inputs": args.warm_inputs, "tables": results}
+        args.json.write_text(jsonout.dumps(doc, indent=1))
     return 0

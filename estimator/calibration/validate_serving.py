@@ -16,6 +16,13 @@ Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): clo
   --kv-precision fp8 --framework trtllm` (the engine's W8A8 path, estimator/w8a8.py, as
   `estimate validate moe-serving` prices it). It checks whether the front end and the wait to join fitted
   on the 8B rows (frameworks.yaml host_*, admission_wait) carry to another model on the same server.
+- 32b-vllm / 32b-sglang: Qwen3-32B bf16 (the table's empty precision) on vLLM 0.12.0 (TP 2/4/8) and
+  SGLang 0.5.1 / 0.5.8 (TP 1-8, prefill-first waves at SGLang's own chunked_prefill_size).
+- 235b-trtllm: Qwen3-235B-A22B-FP8 (fp8_block), TensorRT-LLM 1.0.0rc3, TP 4 / EP 4 and TP 8 / EP 8; priced
+  as `--model qwen3-235b-a22b --precision fp8 --tp N` (NB: the serving mode has no --expert-parallel yet:
+  the experts are width-sharded, moe-tp = TP, where the rows run them expert-parallel).
+- gpt-oss-vllm: gpt-oss-120b on vLLM (MXFP4 experts as the bundled config stores them, W4A16 on Hopper;
+  bf16 elsewhere), TP 2/4/8.
 Each TP is priced once (estimator/serve/deploy.py) and every row of it evaluated on those steps.
 Each row runs the server as the benchmark deployed it, not at the framework's defaults: aiconfigurator's
 config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
@@ -27,20 +34,22 @@ together on an idle server: each row is the mean over those 10 rounds, the first
 (estimator/serve/burst.py; `--rounds 0` prices the steady state alone).
 Reported: |predicted - measured| / measured for TPOT and TTFT, median and 90th percentile, overall and
 per TP, and a table of the median errors (signed: + = over-predicted) by TP and concurrency.
-Tolerances the issue sets (8b-trtllm): TPOT median <= 10 %, p90 <= 25 %; TTFT median <= 20 %, p90 <= 40 %.
+Reported per set: the worst TTFT ratio predicted / measured and the rows beyond 3x or 1/3; with several
+sets, every row together and the signed medians per framework. Targets (issue 25): TPOT median <= 10 %,
+TTFT median <= 20 %, no row's TTFT beyond 3x or 1/3.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from estimator import jsonout
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import DEFAULT_DATA  # noqa: F401 (tools.sim_serving_sets' default)
 from estimator.errors import UserError
@@ -71,18 +80,62 @@ SETS = {
         "framework": "trtllm",
         "budget_block": 32,
     },
+    "32b-vllm": {  # Qwen3-32B, bf16 checkpoint (the table's empty precision), vLLM 0.12.0, TP 2/4/8
+        "match": ("vllm", "Qwen3-32B"),
+        "row_precision": "",
+        "model": "qwen3-32b",
+        "precision": "bf16",
+        "kv": "bf16",
+        "framework": "vllm",
+        "budget_block": 1,
+    },
+    "32b-sglang": {  # Qwen3-32B bf16, SGLang 0.5.1 (TP 2/4/8) and 0.5.8 (TP 1): prefill-first waves
+        "match": ("sglang", "Qwen3-32B"),
+        "row_precision": "",
+        "model": "qwen3-32b",
+        "precision": "bf16",
+        "kv": "bf16",
+        "framework": "sglang",
+        "budget_block": 1,
+        "bench_budget": False,  # SGLang's chunked_prefill_size is not the generator's max_num_tokens rule
+    },
+    "235b-trtllm": {  # Qwen3-235B-A22B-FP8 (fp8_block), TensorRT-LLM 1.0.0rc3, TP 4 / EP 4 and TP 8 / EP 8
+        "match": ("trtllm", "Qwen3-235B-A22B-FP8"),
+        "version": "1.0.0rc3",
+        "model": "qwen3-235b-a22b",
+        "precision": "fp8",
+        "kv": "fp8",
+        "framework": "trtllm",
+        "budget_block": 32,
+    },
+    "gpt-oss-vllm": {  # gpt-oss-120b, MXFP4 experts (W4A16 on Hopper), bf16 elsewhere, vLLM, TP 2/4/8
+        "match": ("vllm", "gpt-oss-120b"),
+        "model": "gpt-oss-120b",
+        "precision": "bf16",
+        "kv": "bf16",
+        "framework": "vllm",
+        "budget_block": 1,
+    },
 }
 
 
-def read_rows(data: Path, backend: str, model_part: str, version: str | None = None) -> list[dict]:
+def read_rows(data: Path, backend: str, model_part: str, version: str | None = None,
+              precision: str | None = None) -> list[dict]:
     with gzip.open(data / "e2e_serving.csv.gz", "rt") as f:
         rows = [
             r
             for r in csv.DictReader(f)
             if r["backend"] == backend and model_part in r["model_path"] and r["mode"] == "agg"
             and (version is None or r["backend_version"] == version)
+            and (precision is None or r["precision"] == precision)
+            and r.get("silicon_ttft_ms") != "" and r.get("silicon_tpot_ms") != ""
         ]
     return rows
+
+
+def rows_of(data: Path, spec: dict) -> list[dict]:
+    """The rows of one set (SETS)."""
+    return read_rows(data, *spec["match"], spec.get("version"), spec.get("row_precision"))
 
 
 def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
@@ -120,7 +173,8 @@ def bench_framework(fw, work, block: int):
     return replace(fw, values={**fw.values, "max_num_tokens": budget, "max_batch_size": max(batch, 1)})
 
 
-def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None = BENCH_ROUNDS) -> list[dict]:
+def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None = BENCH_ROUNDS,
+            bench_budget: bool = True) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
     deployment's own, for --fit), each row's framework as the benchmark configured it, over `rounds`
     requests per client (None: the steady state alone)."""
@@ -129,7 +183,8 @@ def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None 
     out = []
     for tp, (dep, rows) in deps.items():
         works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]), rounds=rounds) for r in rows]
-        fws = [bench_framework(fw or dep.framework, work, block) for work in works]
+        fws = [bench_framework(fw or dep.framework, work, block) if bench_budget else (fw or dep.framework)
+               for work in works]
         groups: dict[tuple, tuple] = {}  # rows of one benchmark configuration: their steps in one pass
         for f, work in zip(fws, works, strict=True):  # bench_framework sets only these two values
             key = (f.values["max_num_tokens"], f.values["max_batch_size"])
@@ -150,6 +205,7 @@ def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None 
                     "tpot_pred_ms": res.tpot_s * 1e3,
                     "admitted": res.admitted,
                     "tokens_per_s": res.tokens_per_s,
+                    "ttft_terms_ms": {k: v * 1e3 for k, v in res.ttft_terms.items()},
                 }
             )
     return out
@@ -189,6 +245,17 @@ def bad_args(sets: str, data: Path) -> str | None:
     return None
 
 
+def worst_ratio(points: list[dict]) -> tuple[float, dict]:
+    """The TTFT ratio predicted / measured farthest from 1 (in either direction), and its row."""
+    row = max(points, key=lambda p: abs(np.log(p["ttft_pred_ms"] / p["ttft_ms"])))
+    return row["ttft_pred_ms"] / row["ttft_ms"], row
+
+
+def beyond(points: list[dict], factor: float) -> int:
+    """Rows whose predicted TTFT is over `factor` x or under 1 / `factor` of the measured."""
+    return sum(abs(np.log(p["ttft_pred_ms"] / p["ttft_ms"])) > np.log(factor) for p in points)
+
+
 def _err(points: list[dict], key: str) -> np.ndarray:
     return np.array([(p[f"{key}_pred_ms"] - p[f"{key}_ms"]) / p[f"{key}_ms"] for p in points])
 
@@ -197,7 +264,12 @@ def summary(name: str, points: list[dict]) -> str:
     lines = [f"== {name}: {len(points)} rows"]
     for key in ("tpot", "ttft"):
         e = np.abs(_err(points, key))
-        lines.append(f"  {key.upper()} |error| median {np.median(e):.1%}  p90 {np.percentile(e, 90):.1%}")
+        lines.append(f"  {key.upper()} |error| median {np.median(e):.1%}  p90 {np.percentile(e, 90):.1%}  "
+                     f"signed median {np.median(_err(points, key)):+.1%}")
+    worst, row = worst_ratio(points)
+    lines.append(f"  TTFT worst ratio predicted / measured {worst:.2f} (tp {row['tp']} isl {row['isl']} "
+                 f"osl {row['osl']} concurrency {row['concurrency']}: {row['ttft_pred_ms']:.0f} ms vs "
+                 f"{row['ttft_ms']:.0f} ms); rows beyond 3x or 1/3: {beyond(points, 3.0)}")
     for tp in sorted({p["tp"] for p in points}):
         sub = [p for p in points if p["tp"] == tp]
         t, f = np.abs(_err(sub, "tpot")), np.abs(_err(sub, "ttft"))
@@ -238,6 +310,26 @@ def markdown(name: str, points: list[dict]) -> str:
          "TTFT signed"), rows)
 
 
+def overall(everything: dict[str, list[dict]]) -> str:
+    """Every set's rows together, and the signed TTFT / TPOT medians per framework."""
+    every = [p for pts in everything.values() for p in pts]
+    lines = [f"== all sets: {len(every)} rows"]
+    for key in ("tpot", "ttft"):
+        e = np.abs(_err(every, key))
+        lines.append(f"  {key.upper()} |error| median {np.median(e):.1%}  p90 {np.percentile(e, 90):.1%}")
+    worst, row = worst_ratio(every)
+    lines.append(f"  TTFT worst ratio {worst:.2f}; rows beyond 3x or 1/3: {beyond(every, 3.0)}")
+    by_fw: dict[str, list[dict]] = defaultdict(list)
+    for name, pts in everything.items():
+        by_fw[SETS[name]["framework"]].extend(pts)
+    for fw, pts in by_fw.items():
+        lines.append(f"  {fw}: {len(pts)} rows, signed median TTFT {np.median(_err(pts, 'ttft')):+.1%}, "
+                     f"TPOT {np.median(_err(pts, 'tpot')):+.1%}; |error| median TTFT "
+                     f"{np.median(np.abs(_err(pts, 'ttft'))):.1%}, "
+                     f"TPOT {np.median(np.abs(_err(pts, 'tpot'))):.1%}")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ServingCheck:
     """What `estimate validate serving` was asked (the command line, read once)."""
@@ -258,14 +350,17 @@ def run(args: ServingCheck) -> int:
     everything = {}
     for name in args.sets:
         spec = SETS[name]
-        deps = deployments(spec, read_rows(args.data, *spec["match"], spec.get("version")))
+        deps = deployments(spec, rows_of(args.data, spec))
         if args.fit and name == "8b-trtllm":
             rate, per_request, obj = fit_host(deps, spec["budget_block"])
             print(f"fit: host_output_tokens_per_s {rate}, host_s_per_request {per_request:.4f} "
                   f"(objective {obj:.3f})")
-        points = predict(deps, block=spec["budget_block"], rounds=args.rounds or None)
+        points = predict(deps, block=spec["budget_block"], rounds=args.rounds or None,
+                         bench_budget=spec.get("bench_budget", True))
         everything[name] = points
         print(markdown(name, points) + "\n" if args.markdown else summary(name, points), flush=True)
+    if len(everything) > 1 and not args.markdown:
+        print(overall(everything))
     if args.json:
-        args.json.write_text(json.dumps(everything, indent=1))
+        args.json.write_text(jsonout.dumps(everything, indent=1))
     return 0

@@ -6,10 +6,10 @@ Exit codes: 0 ok; 2 bad usage or bad input (one `error:` line); 1 internal error
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import traceback
 
+from estimator import jsonout
 from estimator.cli.options import UsageError, from_args
 from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
@@ -213,7 +213,7 @@ def plain(opts) -> int:
         results = {name: estimate(graph, gpu.hw, replace(pricing, pipeline=pipeline_for(name, gpu.hw.family)),
                                   dims=dims)
                    for name in opts.fusion.compare}
-        print(json.dumps(stamped({"strategies": {n: to_json(r) for n, r in results.items()}}), indent=1)
+        print(jsonout.dumps(stamped({"strategies": {n: to_json(r) for n, r in results.items()}}), indent=1)
               if opts.output.json else fusion_report.compare_table(results))
         return 0
     result = estimate(graph, gpu.hw, pricing, dims=dims,
@@ -224,15 +224,21 @@ def plain(opts) -> int:
     from estimator.cli.hf import ep_decisions
 
     ep = ep_decisions(graph)  # --expert-parallel: the all-to-all it inserted
+    from estimator.serve.memory import result_fit
+
+    fit = result_fit(result, opts.serving.framework)
     if opts.output.json:
         parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
                     if ep else {})
-        doc = {**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel}
-        print(json.dumps(stamped(doc), indent=1))
+        fits = {"memory_fit": fit.to_json()} if fit is not None else {}
+        print(jsonout.dumps(stamped({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel,
+                             **fits}), indent=1))
     elif opts.output.symbolic:
         print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:
         print(to_table(result, opts.output.top))
+    if fit is not None and not fit.fits and not opts.output.json:
+        print(fit.text())
     if opts.fusion.explain:
         print(fusion_report.explain(result))
         if ep:

@@ -10,12 +10,12 @@ the join live in estimator/profile/.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from estimator import jsonout
 from estimator.cli.options import parse_dims
 from estimator.errors import UserError
 from estimator.version import stamped
@@ -173,7 +173,7 @@ def run(argv: list[str]) -> int:
         if opts.recommend:
             doc["recommendations"] = [r.to_json() for r in recs]
             doc["whatifs"] = [r.to_json() for r in found]
-        print(json.dumps(stamped(doc), indent=1))
+        print(jsonout.dumps(stamped(doc), indent=1))
     else:
         print(report.to_table(a, opts.top))
         if opts.recommend:

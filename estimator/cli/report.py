@@ -24,9 +24,9 @@ summary (estimator/report/serving.py) and the trace one process per GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
+from estimator import jsonout
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
@@ -104,10 +104,18 @@ def run(opts: Options) -> int | None:
     graph, dims = load_graph(opts.model, opts.dims, defaults=not opts.output.symbolic)
     ctx = context(opts, graph, dims, opts.hw)
     recs, found = recommendations(opts, ctx)
+    from estimator.serve.memory import result_fit
+
+    fit = result_fit(ctx.base, opts.serving.framework)  # the default mode's does-not-fit finding
     if opts.output.json:
-        print(json.dumps(stamped(add_json(to_json(ctx.base), recs, found)), indent=1))
+        doc = add_json(to_json(ctx.base), recs, found)
+        if fit is not None:
+            doc["memory_fit"] = fit.to_json()
+        print(jsonout.dumps(stamped(doc), indent=1))
     else:
         print(to_table(ctx.base, opts.output.top))
+        if fit is not None and not fit.fits:
+            print(fit.text())
         if recs is not None:
             print(format_recommendations(recs, found, ctx.total_s, opts.reports.threshold))
     write_outputs(opts, ctx, recs, found)

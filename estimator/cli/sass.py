@@ -4,9 +4,9 @@ command line of the compiled-kernel analysis (estimator/sass/), read once into a
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass
 
+from estimator import jsonout
 from estimator.errors import UserError
 from estimator.version import stamped
 
@@ -90,5 +90,5 @@ def run(argv: list[str]) -> int:
         nvcc_args=opts.nvcc_args,
         triton=opts.triton,
     )
-    print(json.dumps(stamped(result), indent=1) if opts.json else to_text(result))
+    print(jsonout.dumps(stamped(result), indent=1) if opts.json else to_text(result))
     return 0

@@ -15,8 +15,8 @@ need a bundled decoder (its prefill and decode graphs), see estimator/serve/. --
 from __future__ import annotations
 
 import argparse
-import json
 
+from estimator import jsonout
 from estimator.cli import report as report_mode
 from estimator.cli import serve_report
 from estimator.cli.load import load_graph
@@ -112,7 +112,7 @@ def _sharded_table(opts: Options, tp: int, reports: bool) -> int:
             out["pipeline_stages"] = stages.report(result)
         if ctx is not None:
             report_mode.add_json(out, recs, found)
-        print(json.dumps(stamped(out), indent=1))
+        print(jsonout.dumps(stamped(out), indent=1))
     else:
         print(to_table(result, opts.output.top))
         if stages is not None:
@@ -164,14 +164,18 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
     name, precision = opts.model.name, opts.precision
     mem, tp = dep.memory, dep.opts.tp
     fits = mem.fits(work.isl, work.osl)
-    finding = None
+    finding = smallest = None
     if not fits:
         better = smallest_fitting_tp(name, dep.opts, work)
+        smallest = {"tp": better} if better else {}
         finding = (
-            f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} "
-            f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
-            + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
+            f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} precision: "
+            f"{mem.weights_bytes / 1e9:.1f} GB of weights, {mem.non_kv_bytes / 1e9:.1f} GB per GPU "
+            f"before any KV cache, on {mem.device_bytes / 1e9:.1f} GB; "
+            + (f"smallest fit: --tp {better}" if better else "smallest fit: none up to the NVLink domain")
         )
+        if result is not None:
+            result.smallest_fit = smallest
     rep = serve_report.context(opts, dep, work, result) if reports else None
     recs, found = (None, None)
     if rep is not None:
@@ -194,12 +198,13 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         }
         if finding:
             out["memory"]["finding"] = finding
+            out["memory"]["smallest_fit"] = smallest
         if result is not None:
             out["serve"] = result.to_json()
         out["parallel"] = {"tp": tp, "pp": 1, "decisions": list(dep.steps.decisions)}
         if rep is not None:
             report_mode.add_json(out, recs, found)
-        print(json.dumps(stamped(out), indent=1, default=float))
+        print(jsonout.dumps(stamped(out), indent=1))
         serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
     title = (
@@ -248,8 +253,7 @@ def _sweep(opts: Options, tps: tuple[int, ...], work, concurrencies: tuple[int, 
         [replace(work, concurrency=c) for c in concurrencies],
     )
     if opts.output.json:
-        print(json.dumps(stamped({"sweep": [{"tp": tp, **r.to_json()} for tp, r in rows]}), indent=1,
-                         default=float))
+        print(jsonout.dumps(stamped({"sweep": [{"tp": tp, **r.to_json()} for tp, r in rows]}), indent=1))
     else:
         print(sweep_text(rows))
     if plot:

@@ -13,10 +13,10 @@ comma list of GPUs alone prints one comparison row per GPU (or, with --symbolic,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 
+from estimator import jsonout
 from estimator.cli.load import load_graph
 from estimator.cli.options import Options, UsageError
 from estimator.errors import UserError
@@ -162,13 +162,31 @@ def _run(opts: Options) -> int:
     runs = []
     if sweeps or not (opts.output.symbolic or opts.study.crossover):
         runs = _sweep_outputs(opts, builds, sweeps, text, doc)
+    _fits(builds, text, doc)
     if opts.output.json:
-        print(json.dumps(stamped(doc), indent=1))
+        print(jsonout.dumps(stamped(doc), indent=1))
     elif text:
         print("\n".join(text).rstrip())
     if opts.study.plot:
         _plot(opts, builds, runs, sweeps)
     return 0
+
+
+def _fits(builds, text: list[str], doc: dict) -> None:
+    """Each GPU's weights fit (estimator/serve/memory.py result_fit): a `does not fit` line under the
+    table for a GPU that cannot hold them, and `memory_fit` per GPU in the JSON."""
+    from estimator.serve.memory import result_fit
+
+    fits = {}
+    for result, _ in builds:
+        fit = result_fit(result)
+        if fit is None:
+            continue
+        fits[result.hw.name] = fit.to_json()
+        if not fit.fits:
+            text.append(f"{result.hw.name}: {fit.text()}")
+    if fits:
+        doc["memory_fit"] = fits
 
 
 def _sweep_outputs(opts: Options, builds, sweeps, text: list[str], doc: dict):

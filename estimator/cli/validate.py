@@ -8,9 +8,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
+from estimator import jsonout
 from estimator.cli.options import Model, Options, UsageError
 from estimator.truth.providers import EXECUTION_PROVIDERS
 from estimator.version import stamped
@@ -75,7 +75,7 @@ def _validate(opts: Options) -> int:
                       strict=opts.pricing.strict, roofline=True)
     measured = validate(result, model, source, ep=v.ep, runs=v.runs, fusion=fusion)
     if opts.output.json:
-        print(json.dumps(stamped(validate_report.to_json(measured)), indent=1))
+        print(jsonout.dumps(stamped(validate_report.to_json(measured)), indent=1))
     else:
         print(validate_report.to_table(measured, opts.output.top))
     return 0

@@ -62,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")
         q.add_argument("--seed", type=int, default=0)
         q.add_argument("--json", type=Path, help="also write the results as JSON here")
-    q = add("serving", "measured end-to-end TTFT / TPOT of dense deployments (e2e_serving.csv.gz)")
-    q.add_argument("--sets", default="8b-trtllm,70b-vllm,32b-trtllm")
+    q = add("serving", "measured end-to-end TTFT / TPOT of H100 deployments (e2e_serving.csv.gz)")
+    q.add_argument("--sets", default="8b-trtllm,70b-vllm,32b-trtllm,32b-vllm,32b-sglang,235b-trtllm,"
+                   "gpt-oss-vllm")  # every set of estimator/calibration/validate_serving.py SETS
     q.add_argument("--json", type=Path, help="write every row's measured and predicted values")
     q.add_argument("--fit", action="store_true",
                    help="fit the host front end (host_output_tokens_per_s, host_s_per_request) on 8b-trtllm")

@@ -14,11 +14,11 @@ Times are microseconds (the format's unit), as floats.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import sympy
 
+from estimator import jsonout
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.version import stamped
@@ -84,6 +84,6 @@ def write(result: Result, path: str, gpus: int = 1) -> None:
     doc = to_trace(result, gpus)
     try:
         with open(path, "w", encoding="utf-8") as f:
-            json.dump(doc, f, separators=(",", ":"))
+            jsonout.dump(doc, f, separators=(",", ":"))
     except OSError as exc:
         raise TraceError(f"--trace {path}: {exc.strerror or exc}") from None

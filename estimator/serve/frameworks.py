@@ -23,6 +23,8 @@ FIELDS = ("kv_budget_rule", "kv_memory_fraction", "kv_policy", "tokens_per_block
           "prefill_dispatch_s_per_layer", "scheduler")
 # in-flight batching (estimator/serve/serving.py); prefill-first waves (estimator/serve/waves.py)
 SCHEDULERS = ("inflight", "prefill_first")
+# admission_wait: the steps a request waits for the step that takes it (estimator/serve/serving.py JOIN_STEPS)
+ADMISSION_WAITS = ("half_step", "overlap_step")
 
 
 class FrameworkError(UserError):
@@ -69,6 +71,9 @@ def _figures(raw: dict, where: str) -> tuple[dict, dict]:
     if values["scheduler"] not in SCHEDULERS:
         raise FrameworkError(f"{where}: scheduler {values['scheduler']!r}: "
                              f"choose from {', '.join(SCHEDULERS)}")
+    if values["admission_wait"] not in ADMISSION_WAITS:
+        raise FrameworkError(f"{where}: admission_wait {values['admission_wait']!r}: "
+                             f"choose from {', '.join(ADMISSION_WAITS)}")
     return values, sources
 
 

@@ -113,3 +113,62 @@ def plan_memory(hw: HardwareDescriptor, fw: Framework, tp: int, weights_bytes: f
     tokens = int(max(budget, 0.0) // kv_per_token)
     return Memory(device, weights_bytes, act, activations.peak_kernel, comm, reserve, kv_per_token, budget,
                   tokens - tokens % block, block, str(fw.kv_policy))
+
+
+FIT_TPS = (1, 2, 4, 8, 16, 32, 64)  # the TP sizes a "smallest fit" is looked for among (deploy.py's)
+
+
+@dataclass(frozen=True)
+class WeightsFit:
+    """Whether a model's weights fit one GPU with the framework's non-KV memory beside them (the plan of
+    plan_memory with no activations and no KV cache yet: the least any deployment needs), and the
+    smallest TP whose 1 / TP share of the weights would (None: none up to 64)."""
+
+    fits: bool
+    weights_bytes: float
+    device_bytes: float
+    non_kv_bytes: float
+    smallest_tp: int | None
+
+    def to_json(self) -> dict:
+        return {"fits": self.fits, "weights_bytes": self.weights_bytes, "device_bytes": self.device_bytes,
+                "non_kv_bytes": self.non_kv_bytes,
+                "smallest_fit": None if self.fits else ({"tp": self.smallest_tp} if self.smallest_tp else {})}
+
+    def text(self) -> str:
+        """The line a mode prints when the weights do not fit ("" when they do)."""
+        if self.fits:
+            return ""
+        best = f"--tp {self.smallest_tp}" if self.smallest_tp else f"none up to --tp {FIT_TPS[-1]}"
+        return (f"does not fit: {self.weights_bytes / 1e9:.1f} GB of weights on "
+                f"{self.device_bytes / 1e9:.1f} GB ({self.non_kv_bytes / 1e9:.1f} GB with the framework's "
+                f"reserve, before any KV cache); smallest fit: {best} (weights split evenly)")
+
+
+def weights_fit(hw: HardwareDescriptor, fw: Framework, weights_bytes: float) -> WeightsFit:
+    """WeightsFit of `weights_bytes` (the whole model's, one GPU) on `hw` under `fw`'s memory rules: the
+    KV budget plan_memory leaves must be positive. NB: at TP > 1 the weights are taken as split evenly
+    (norms and other replicated tensors are small); `--memory` prices the sharded graph exactly."""
+    device = device_memory_bytes(hw)
+
+    def plan(tp: int) -> tuple[bool, float]:
+        non_kv = weights_bytes / tp + fw.comm_buffer_bytes(tp) + float(fw.runtime_reserve_bytes)
+        fraction = float(fw.kv_memory_fraction)
+        of_free = fw.kv_budget_rule == "of_free"
+        budget = (device - non_kv) * fraction if of_free else device * fraction - non_kv
+        return budget > 0, non_kv
+
+    fits, non_kv = plan(1)
+    smallest = None if fits else next((tp for tp in FIT_TPS[1:] if plan(tp)[0]), None)
+    return WeightsFit(fits, float(weights_bytes), device, non_kv, smallest)
+
+
+def result_fit(result, framework_name: str | None = None) -> WeightsFit | None:
+    """weights_fit of a priced graph (estimator.estimate Result) on its GPU under the framework's memory
+    rules (TensorRT-LLM's by default); None when its weight bytes are not a number."""
+    wb = result.totals.get("weight_bytes")
+    if wb is None or not getattr(wb, "is_number", True):
+        return None
+    from estimator.serve.frameworks import framework
+
+    return weights_fit(result.hw, framework(framework_name or "trtllm"), float(wb))

@@ -15,8 +15,10 @@ server past its KV capacity).
 Step times (launch and scheduling terms apart, estimator/serve/launch.py):
   prefill step: k whole prompts (k_max = max(1, min(W, (max_num_tokens - (W - 1)) // isl)): the running
     decodes take one token of the step's budget each; static batching gives the prompts all of it);
-    where requests join at every step (vLLM, SGLang) k is the arrivals of one step, at most
-    ceil(W / (osl - 1 + n_c)), at least 1;
+    with arrivals spread over the cycle (admission_wait half_step: vLLM, SGLang) a prefill step holds the
+    arrivals of one step, ceil(W / (osl - 1 + n_c)), at least 1 and at most k_max; in phase (overlap_step:
+    TensorRT-LLM, see below) the k_max prompts the benchmark's start packed into a step finish together
+    and come back together: k = k_max;
     a prompt longer than max_num_tokens takes n_c = ceil(isl / max_num_tokens) chunk steps (chunked
     prefill), each priced as E_pre(1, isl) / n_c;  T_pre = E_pre(k, isl) (eager);
   mixed step (in-flight batching): a prefill step in which the W - k decoding requests also advance:
@@ -28,16 +30,17 @@ In-flight batching (the frameworks' default): the W requests form g = ceil(W / k
 stay staggered (equal lengths finish together and re-enter together). During its osl - 1 decode steps
 a request sees the other groups' prefills as m = min((g - 1) n_c, osl - 1) mixed steps; the rest are
 plain decode steps. A cycle lasts S = max(osl - 1 + n_c, g n_c) steps; a request waits the
-S - (osl - 1 + n_c) steps its lifetime does not cover, plus the wait to join: half a step (vLLM,
-SGLang: new requests join at every step) or, for TensorRT-LLM, the mean interval between departures of
-the other W - 1 requests, lifetime / W x (W - 1) / W, lifetime = own prefill + decode phase (fitted
-shape, frameworks.yaml `admission_wait`; W = 1: no wait, and it grows smoothly from there).
-NB: that wait is fitted on the H100 table's 8B concurrency 8-128 rows and its cause is not verified (the
-held-out Qwen3-32B rows of the same TensorRT-LLM version do not show it: estimate validate serving); the
-result carries a note with its size. (lifetime / (W - 1), one request always waiting for the next
-departure, fits those rows slightly better, TTFT median 11.7 % against 16.7 %, same p90, but jumps from
-no wait at W = 1 to a whole lifetime at W = 2: a 30 s TTFT at concurrency 2 on llama-3.1-70b.)
-  TTFT = wait + n_c T_mix (+ the framework's per-layer prefill dispatch, launch.py);
+S - (osl - 1 + n_c) steps its lifetime does not cover (the token budget's queue), plus the wait for the
+step that takes it in (frameworks.yaml `admission_wait`, documented engine rules): half a step to the
+next boundary (vLLM, SGLang: the scheduler forms every step from the running and the waiting requests,
+arrivals spread over the cycle), or, under TensorRT-LLM's overlap scheduler, the two steps before its own
+(step n + 1 is scheduled and launched before step n's responses go out: "one extra decoding step", so a
+request sent on its predecessor's last token misses the step already scheduled); the closed loop keeps
+the benchmark's start in phase (equal requests prefilled on consecutive steps finish and return on
+consecutive steps), so those two steps are the other requests' mixed steps (join_wait).
+  TTFT = the sum of the terms of TTFT_TERMS: the KV queue, the token budget's queue, the wait to join, the
+  closed-loop waits below, the prefill itself (n_c T_mix), the framework's per-layer prefill dispatch
+  (launch.py) and the benchmark's first-round burst; each is in the result (`ttft_terms`);
   E2E = TTFT + sum of its osl - 1 step times.
 Closed-loop queues (estimator/serve/closed_loop.py, exact mean value analysis over the W clients):
 the prefill slot (a request holds n_c T_mix / k_max of the mixed steps; in flight only) and the host
@@ -76,6 +79,31 @@ KEYS = ("isl", "osl", "concurrency")
 OPTIONAL_KEYS = ("rounds",)  # requests per client of a benchmark run (estimator/serve/burst.py)
 BUSY_NOTE = 0.9  # a closed-loop station busier than this is named in the notes
 STATION_NAMES = {"prefill": "slot (whole prompts per step)", "host": "front end"}
+# The terms TTFT is the sum of (ServeResult.ttft_terms, printed by --serve and in its JSON `ttft_terms_s`),
+# in the order a request meets them.
+TTFT_TERMS = {
+    "kv_queue_s": "queue for admission: requests beyond the admitted W (KV capacity, max batch) wait "
+                  "(C / W - 1) cycles",
+    "budget_queue_s": "queue for the step's token budget: prefill groups beyond what a request's own steps "
+                      "cover (max_num_tokens)",
+    "join_s": "wait for the step that takes the request in (half a step; TensorRT-LLM's overlap "
+              "scheduler: one more)",
+    "slot_queue_s": "closed-loop queue for the prefill slot (whole prompts per step)",
+    "host_queue_s": "closed-loop queue at the front end (host work per request and output token)",
+    "prefill_s": "the prefill itself: its chunk steps with the running decodes riding (in flight), "
+                 "the wave's prefill (prefill-first) or the batch's (static)",
+    "dispatch_s": "the framework's per-layer prefill dispatch (launch.py)",
+    "burst_s": "the benchmark's start: the first round's burst of W prompts, its excess weighted 1 / R "
+               "(rounds=R, burst.py)",
+}
+# admission_wait (frameworks.yaml) -> the steps a request waits before the step that takes it in:
+# half_step (vLLM, SGLang): arrivals spread over the cycle meet a step half done on average;
+# overlap_step (TensorRT-LLM's overlap scheduler, the PyExecutor loop: schedule and launch step n + 1, then
+# wait for step n and send its responses): the previous request's last token goes out at the end of its
+# step n, the next request arrives during step n + 1, already scheduled with n + 2 before it came, so it
+# joins step n + 3: it waits the two steps before its own, which in phase (join_wait) are other
+# requests' prefill steps
+JOIN_STEPS = {"half_step": 0.5, "overlap_step": 2.0}
 
 
 class ServeError(UserError):
@@ -120,9 +148,9 @@ class ServeResult:
     admitted: int
     kv_capacity_tokens: int
     fits: bool
-    ttft_s: float
-    tpot_s: float
-    e2e_s: float
+    ttft_s: float | None  # None where the deployment does not fit (a finding, not a number)
+    tpot_s: float | None
+    e2e_s: float | None
     tokens_per_s: float
     memory: Memory
     queue_s: float = 0.0
@@ -130,13 +158,17 @@ class ServeResult:
     decode: StepCost | None = None  # the decode step at the mean context, with its launch terms
     notes: list[str] = field(default_factory=list)
     scheduler: str = "inflight"  # the framework's (frameworks.yaml), "static" under static batching
+    ttft_terms: dict[str, float] = field(default_factory=dict)  # TTFT_TERMS -> seconds; they sum to TTFT
+    smallest_fit: dict | None = None  # where it does not fit: the smallest deployment that does (caller's)
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
         return self.tokens_per_s / self.gpus
 
     @property
-    def tokens_per_s_per_user(self) -> float:
+    def tokens_per_s_per_user(self) -> float | None:
+        if self.tpot_s is None:
+            return None
         return 1.0 / self.tpot_s if self.tpot_s > 0 else 0.0
 
     @property
@@ -153,7 +185,10 @@ class ServeResult:
                "fits": self.fits, "memory_per_gpu_bytes": mem, "queue_s": self.queue_s,
                "framework": self.framework, "gpus": self.gpus, "batching": self.workload.batching,
                "isl": self.workload.isl, "osl": self.workload.osl,
-               "concurrency": self.workload.concurrency, "notes": list(self.notes)}
+               "concurrency": self.workload.concurrency, "notes": list(self.notes),
+               "ttft_terms_s": dict(self.ttft_terms) if self.fits else None}
+        if not self.fits:
+            out["smallest_fit"] = self.smallest_fit
         for name, step in (("prefill_step", self.prefill), ("decode_step", self.decode)):
             if step is not None:
                 out[name] = step.to_json()
@@ -209,34 +244,36 @@ def prefetch(steps: Steps, memory: Memory, fw: Framework, works: Sequence[Worklo
 
 
 def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int) -> ServeResult:
-    """The serving metrics of `work` on one tp-group whose GPU priced `steps`."""
+    """The serving metrics of `work` on one tp-group whose GPU priced `steps`; TTFT is the sum of its
+    terms (TTFT_TERMS, each in the result's `ttft_terms`)."""
     w = admitted(work, fw, memory)
     if not memory.fits(work.isl, work.osl) or w == 0:
-        nan = float("nan")
-        return ServeResult(work, fw.name, gpus, 0, memory.kv_capacity_tokens, False, nan, nan, nan, 0.0,
-                           memory, notes=["does not fit: no room for one sequence's KV cache"])
+        return ServeResult(work, fw.name, gpus, 0, memory.kv_capacity_tokens, False, None, None, None, 0.0,
+                           memory, notes=["no room for one sequence's KV cache"])
     isl, osl = work.isl, work.osl
+    terms = dict.fromkeys(TTFT_TERMS, 0.0)
     n_c, k_max, k = _prefill_shape(work, fw, w)
     groups = math.ceil(w / k)
     pre = prefill_step(steps, fw, k, isl, n_c)
     pasts = np.arange(isl, isl + osl - 1)
     dec_steps = decode_step(steps, fw, w, pasts)
     mean_dec = decode_step(steps, fw, w, np.array([isl + osl // 2]))
+    terms["dispatch_s"] = prefill_dispatch_s(steps, fw)
     notes: list[str] = []
     if work.batching == "static":
         group_end = np.cumsum([pre.step_s * n_c] * groups)
-        ttft = float(group_end.mean()) + prefill_dispatch_s(steps, fw)
+        terms["prefill_s"] = float(group_end.mean())
         prefill_all = float(group_end[-1])
         decode_total = float(dec_steps.step_s.sum())
         e2e = prefill_all + decode_total
-        tpot = (e2e - ttft) / (osl - 1)
-        queue_in, prefill_slot_s = 0.0, 0.0
+        tpot = (e2e - sum(terms.values())) / (osl - 1)
+        prefill_slot_s = 0.0
         first_ttft = None
     elif fw.scheduler == "prefill_first":  # lock-step waves (estimator/serve/waves.py)
         pre, wave = priced_wave(steps, fw, w, isl, float(dec_steps.step_s.sum()), osl)
-        ttft, tpot = wave.ttft_s + prefill_dispatch_s(steps, fw), wave.tpot_s
-        e2e = wave.e2e_s + prefill_dispatch_s(steps, fw)
-        queue_in, prefill_slot_s = 0.0, 0.0
+        terms["prefill_s"], tpot = wave.ttft_s, wave.tpot_s
+        e2e = wave.e2e_s + terms["dispatch_s"]
+        prefill_slot_s = 0.0
         first_ttft = None  # a benchmark's first round, all W prompts together, is a wave too
         notes.append(f"prefill-first waves: the {w} prompts in {wave.chunks} step{'s' * (wave.chunks > 1)} "
                      f"of up to {int(fw.max_num_tokens)} tokens, decodes stalled (prefill step: the first)")
@@ -249,40 +286,53 @@ def serve(steps: Steps, memory: Memory, fw: Framework, work: Workload, gpus: int
         tpot = decode_total / (osl - 1)
         s_steps = max(osl - 1 + n_c, groups * n_c)
         avg_step = (decode_total + n_c * t_mix) / (osl - 1 + n_c)
-        lifetime = decode_total + n_c * t_mix
-        # departure_interval: the mean interval between departures of the other W - 1 requests, (W - 1) / W
-        # of lifetime / W (a lone client's next request starts as its previous one ends: no wait)
-        if fw.admission_wait == "departure_interval":
-            join = lifetime / w * (w - 1) / w
-            if join > 0:
-                notes.append(f"TTFT includes a {join * 1e3:.0f} ms wait to join (frameworks.yaml "
-                             "admission_wait: fitted on H100 TensorRT-LLM Llama-3.1-8B rows at concurrency "
-                             "8-128, cause not verified; absent from the Qwen3-32B rows of the same version)")
-        else:
-            join = 0.5 * avg_step
-        queue_in = (s_steps - (osl - 1 + n_c)) * avg_step + join
-        ttft = queue_in + n_c * t_mix + prefill_dispatch_s(steps, fw)
-        e2e = ttft + decode_total
+        terms["budget_queue_s"] = (s_steps - (osl - 1 + n_c)) * avg_step
+        if fw.admission_wait == "overlap_step":  # in phase: the steps before its own are the mixed ones
+            plain = float(np.mean(dec_steps.step_s))
+            terms["join_s"] = join_wait(JOIN_STEPS["overlap_step"], w, k, n_c, t_mix, plain)
+        else:  # arrivals spread over the cycle: half an average step to the next boundary
+            terms["join_s"] = JOIN_STEPS[fw.admission_wait] * avg_step
+        terms["prefill_s"] = n_c * t_mix
+        e2e = sum(terms.values()) + decode_total
         prefill_slot_s = n_c * t_mix / k_max  # a request's share of the mixed steps its prompt rides in
         first_ttft = _burst_ttft(steps, fw, work, w, (n_c, k_max, k), pre, ride)
     loop = _loop(w, e2e, prefill_slot_s, work, fw)
     for station, busy in loop.utilisation.items():
         if busy > BUSY_NOTE:
             notes.append(f"{station}-bound: the {station} {STATION_NAMES[station]} is {busy:.0%} busy")
-    ttft, e2e, queue_in = ttft + loop.wait_s, e2e + loop.wait_s, queue_in + loop.wait_s
+    terms["slot_queue_s"] = loop.waits_s.get("prefill", 0.0)
+    terms["host_queue_s"] = loop.waits_s.get("host", 0.0)
+    e2e += loop.wait_s
     cycle = e2e  # the steady state's: tokens/s and the KV queue are the steady state's
     if first_ttft is not None and work.rounds:
-        shift = benchmark_mean(ttft, first_ttft, work.rounds) - ttft
-        ttft, e2e, queue_in = ttft + shift, e2e + shift, queue_in + shift
+        steady = sum(terms.values())
+        terms["burst_s"] = benchmark_mean(steady, first_ttft, work.rounds) - steady
+        e2e += terms["burst_s"]
         notes.append(f"TTFT, E2E: the mean over {work.rounds} rounds; the first, a burst of {w} prompts, "
                      f"has a mean TTFT of {first_ttft * 1e3:.0f} ms")
-    queue = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
+    terms["kv_queue_s"] = (work.concurrency / w - 1.0) * cycle if work.concurrency > w else 0.0
     if work.concurrency > w:
         notes.append(f"{work.concurrency - w} of {work.concurrency} requests queue (admitted {w})")
+    ttft = sum(terms.values())
+    queued = ttft - terms["prefill_s"] - terms["dispatch_s"]
     tokens_per_s = w * osl / cycle
-    return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft + queue, tpot,
-                       e2e + queue, tokens_per_s, memory, queue + queue_in, pre, mean_dec.first(), notes,
-                       "static" if work.batching == "static" else fw.scheduler)
+    return ServeResult(work, fw.name, gpus, w, memory.kv_capacity_tokens, True, ttft, tpot,
+                       e2e + terms["kv_queue_s"], tokens_per_s, memory, queued, pre, mean_dec.first(), notes,
+                       "static" if work.batching == "static" else fw.scheduler, terms)
+
+
+def join_wait(steps_before: float, w: int, k: int, n_c: int, t_mix: float, t_plain: float) -> float:
+    """The mean over the `w` requests of the wait for the step that takes a request in: the
+    `steps_before` steps (a fraction allowed) just before its own prefill step. The closed loop keeps the
+    benchmark's start in phase: the g = ceil(w / k) prefill groups of k prompts (the last one the rest)
+    run back to back, n_c chunk steps each, finish on consecutive steps and come back on consecutive
+    steps, so the steps before group j's prefill are the mixed steps of the groups before it,
+    min(j n_c, d) of them (`t_mix` each), and plain decode steps for the rest (`t_plain`)."""
+    d = float(steps_before)
+    groups = -(-w // k)
+    sizes = [k] * (groups - 1) + [w - k * (groups - 1)]
+    mixed = sum(size * min(j * n_c, d) for j, size in enumerate(sizes)) / w
+    return mixed * t_mix + (d - mixed) * t_plain
 
 
 def _burst_ttft(steps: Steps, fw: Framework, work: Workload, w: int, shape: tuple[int, int, int],

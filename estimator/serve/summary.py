@@ -31,6 +31,25 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:.2f} ms" if s < 10 else f"{s:.2f} s"
 
 
+TERM_LABELS = {"kv_queue_s": "queue for a KV slot", "budget_queue_s": "queue for the token budget",
+               "join_s": "wait to join a step", "slot_queue_s": "queue for the prefill slot",
+               "host_queue_s": "queue at the front end", "prefill_s": "prefill",
+               "dispatch_s": "prefill dispatch", "burst_s": "benchmark start (burst)"}
+
+
+def fit_text(r: ServeResult) -> str:
+    """The line of a deployment that does not fit: why, and the smallest that does (where known)."""
+    mem = r.memory
+    line = (f"does not fit: {mem.non_kv_bytes / GB:.1f} GB per GPU before any KV cache "
+            f"({mem.weights_bytes / GB:.1f} GB of weights) on {mem.device_bytes / GB:.1f} GB; "
+            f"{'; '.join(r.notes)}")
+    fit = r.smallest_fit
+    if fit is not None:
+        line += "; smallest fit: " + (" ".join(f"--{k} {v}" for k, v in fit.items()) if fit
+                                      else "none up to the NVLink domain")
+    return line
+
+
 def memory_text(mem: Memory, isl: int, osl: int, batch: int | None, context: int) -> str:
     rows = [
         ("weights", mem.weights_bytes),
@@ -65,13 +84,14 @@ def memory_text(mem: Memory, isl: int, osl: int, batch: int | None, context: int
 def serve_text(r: ServeResult, title: str) -> str:
     w = r.workload
     if not r.fits:
-        return f"{title}\n  does not fit: {'; '.join(r.notes)}"
+        return f"{title}\n  {fit_text(r)}"
     lines = [
         title,
         f"workload: isl {w.isl}, osl {w.osl}, concurrency {w.concurrency} ({w.batching} batching); "
         f"admitted {r.admitted}",
         _scheduler(r),
         f"  TTFT            {_ms(r.ttft_s):>12}" + (f"  (queueing {_ms(r.queue_s)})" if r.queue_s else ""),
+        *(f"    {TERM_LABELS[k]:<28}{_ms(v):>12}" for k, v in r.ttft_terms.items() if v),
         f"  TPOT            {_ms(r.tpot_s):>12}",
         f"  E2E             {_ms(r.e2e_s):>12}",
         f"  tokens/s        {r.tokens_per_s:>12,.0f}   per GPU {r.tokens_per_s_per_gpu:,.0f}   "
@@ -97,7 +117,7 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
 
 
 def sweep_text(rows: Sequence[tuple[int, ServeResult]]) -> str:
-    pts = [(r.tokens_per_s_per_gpu, r.tokens_per_s_per_user) for _, r in rows]
+    pts = [(r.tokens_per_s_per_gpu, r.tokens_per_s_per_user or 0.0) for _, r in rows]
     front = pareto(pts)
     out = [
         f"{'tp':>3} {'conc':>5} {'admitted':>8} {'TTFT':>10} {'TPOT':>10} {'tok/s/GPU':>10} "
@@ -105,7 +125,7 @@ def sweep_text(rows: Sequence[tuple[int, ServeResult]]) -> str:
     ]
     for (tp, r), best in zip(rows, front, strict=True):
         if not r.fits:
-            out.append(f"{tp:>3} {r.workload.concurrency:>5}  does not fit")
+            out.append(f"{tp:>3} {r.workload.concurrency:>5}  {fit_text(r)}")
             continue
         out.append(
             f"{tp:>3} {r.workload.concurrency:>5} {r.admitted:>8} {_ms(r.ttft_s):>10} {_ms(r.tpot_s):>10} "

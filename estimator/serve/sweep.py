@@ -9,16 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from estimator.serve.deploy import Deployment
+from estimator.serve.deploy import Deployment, smallest_fitting_tp
 from estimator.serve.serving import ServeResult, Workload
 from estimator.serve.steps import Options
 
 
 def sweep_deployments(model: str, options: Sequence[Options], workloads: Sequence[Workload],
                       fold: bool = True) -> list[tuple[int, ServeResult]]:
-    """(tp, result) for every option x workload, in that order."""
+    """(tp, result) for every option x workload, in that order; a point that does not fit carries the
+    smallest TP that fits its request shape (`smallest_fit`, found once per TP and shape)."""
     rows = []
     for opts in options:
         dep = Deployment.build(model, opts, fold=fold)
-        rows.extend((opts.tp, r) for r in dep.serve_many(workloads))
+        found: dict[tuple[int, int], dict] = {}
+        for r in dep.serve_many(workloads):
+            if not r.fits:
+                shape = (r.workload.isl, r.workload.osl)
+                if shape not in found:
+                    better = smallest_fitting_tp(model, opts, r.workload)
+                    found[shape] = {"tp": better} if better else {}
+                r.smallest_fit = found[shape]
+            rows.append((opts.tp, r))
     return rows
