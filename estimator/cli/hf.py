@@ -50,32 +50,24 @@ def run(opts: Options) -> int | None:
         raise UserError("--no-kv-cache goes with --hf-config prefill (a decode step needs its cache)")
     if m.expert_parallel is not None and m.expert_parallel < 1:
         raise UserError("--expert-parallel must be a positive integer")
-    if m.expert_parallel and m.expert_parallel > 1 and not (m.hf_config or m.name):
+    if m.moe_split and not (m.hf_config or m.name):
         raise UserError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     return None
 
 
-def expert_parallel(cfg, ep: int | None):
-    """`cfg` with one GPU's expert share under expert parallelism `ep` (None or 1: `cfg` itself)."""
-    from dataclasses import replace
-
-    from models.decoder_config import shard_experts
-
-    if not ep or ep == 1:
+def expert_parallel(cfg, parallel):
+    """`cfg` with one GPU's MoE share under `parallel` (estimator/serve/parallel.py Parallelism; None or
+    no MoE split: `cfg` itself)."""
+    if parallel is None or parallel.plain:
         return cfg
-    if cfg.moe is None:
-        raise UserError("--expert-parallel needs a mixture-of-experts model")
-    try:
-        return replace(cfg, moe=shard_experts(cfg.moe, ep))
-    except ValueError as exc:
-        raise UserError(f"--expert-parallel: {exc}") from None
+    return parallel.config(cfg)
 
 
 def load_hf_graph(model: Model):
     """The graph of --hf-config (one GPU's expert share under --expert-parallel)."""
     from estimator.frontends import hf_config
 
-    cfg = expert_parallel(hf_config.load(model.hf_config), model.expert_parallel)
+    cfg = expert_parallel(hf_config.load(model.hf_config), model.parallel)
     return hf_config.build_graph(cfg, decode=model.decode, name=f"hf-{cfg.model_type}",
                                  kv_cache=model.kv_cache)
 
@@ -89,7 +81,7 @@ def load_named_graph(model: Model, name: str):
     if base not in named_configs.NAMED:
         raise UserError(f"--expert-parallel: {name} is not a bundled MoE decoder "
                         f"(those are {', '.join(n for n, c in named_configs.NAMED.items() if c.moe)})")
-    cfg = expert_parallel(named_configs.NAMED[base], model.expert_parallel)
+    cfg = expert_parallel(named_configs.NAMED[base], model.parallel)
     mode = "decode" if name.endswith("-decode") else "prefill"
     return import_model(decoder.build(name, cfg, mode, weights="external"))
 

@@ -44,6 +44,13 @@ class Model:
     torch: str | None = None
     save_mlir: str | None = None
     expert_parallel: int | None = None
+    # the whole split when --expert-parallel, --attention-dp or --moe-tp is given (one GPU's MoE share
+    # is built into the graph: estimator/serve/parallel.py Parallelism.config), else None
+    parallel: Any = None
+
+    @property
+    def moe_split(self) -> bool:
+        return self.parallel is not None and not self.parallel.plain
 
     @property
     def title(self) -> str:
@@ -104,10 +111,26 @@ class Reports:
 
 @dataclass(frozen=True)
 class Parallel:
-    """--tp (None when not given; a tuple, a comma list goes with a serving sweep), --pp."""
+    """--tp (None when not given; a tuple, a comma list goes with a serving sweep), --pp, --attention-dp,
+    --moe-tp and --expert-parallel (None when not given); `at(tp)` is the whole split at one --tp
+    (estimator/serve/parallel.py Parallelism, checked there)."""
 
     tp: tuple[int, ...] | None = None
     pp: int | None = None
+    attention_dp: int | None = None
+    moe_tp: int | None = None
+    ep: int | None = None
+
+    @property
+    def asked(self) -> bool:
+        """Any deployment flag beyond --expert-parallel alone on a plain kernel table."""
+        return bool(self.tp or self.pp or self.attention_dp or self.moe_tp)
+
+    def at(self, tp: int | None = None):
+        from estimator.serve.parallel import Parallelism
+
+        given = tp if tp is not None else (self.tp[0] if self.tp else None)
+        return Parallelism.from_flags(given, self.attention_dp, self.moe_tp, self.ep, self.pp)
 
 
 @dataclass(frozen=True)
@@ -185,13 +208,17 @@ class Options:
     def roofline(self) -> bool:
         return self.pricing.roofline
 
-    def steps_options(self, tp: int):
-        """estimator.serve.steps.Options of the serving mode on the first GPU at tensor parallelism `tp`."""
+    def steps_options(self, tp: int, gpu: Gpu | None = None):
+        """estimator.serve.steps.Options of the serving mode on `gpu` (default the first) at attention
+        tensor parallelism `tp`, with the rest of the split the flags give (Parallel.at)."""
         from estimator.serve.frameworks import framework
         from estimator.serve.steps import Options as StepsOptions
 
-        return StepsOptions(self.hw, tp, self.precision, self.serving.kv_precision, self.gpu.pricing.pipeline,
-                            framework(self.serving.framework or "trtllm"), tiling=not self.roofline)
+        gpu = gpu or self.gpu
+        parallel = self.parallel.at(tp)
+        return StepsOptions(gpu.hw, parallel.tp, gpu.pricing.precision, self.serving.kv_precision,
+                            gpu.pricing.pipeline, framework(self.serving.framework or "trtllm"),
+                            tiling=not self.roofline, parallel=parallel)
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -304,8 +331,10 @@ def from_args(a: Any) -> Options:
     """The Options of a parsed command line (`a`: the argparse Namespace of estimator/cli/main.py)."""
     from estimator.estimate import EstimateOptions
 
+    par = Parallel(parse_tps(a.tp), a.pp, a.attention_dp, a.moe_tp, a.expert_parallel)
+    split = par.at() if (a.expert_parallel or a.attention_dp or a.moe_tp) else None
     model = Model(a.model_path, a.model_name, a.hf_config, a.decode, a.kv_cache, a.torch, a.save_mlir,
-                  a.expert_parallel)
+                  a.expert_parallel, split)
     dims = MappingProxyType(parse_dims(a.dim))
     serving, sweeps = _serving(a)
     base = EstimateOptions(precision=a.precision, roofline=a.roofline, warm_inputs=a.warm_inputs,
@@ -324,7 +353,7 @@ def from_args(a: Any) -> Options:
         output=Output(a.json, a.symbolic, a.top),
         reports=Reports(a.recommend, only, a.recommend_threshold, a.report, a.trace, a.roofline_plot,
                         a.breakdown_plot),
-        parallel=Parallel(parse_tps(a.tp), a.pp),
+        parallel=par,
         serving=serving,
         study=Study(sweeps, a.crossover, a.csv, a.plot, a.plot_stack),
         validation=validation,

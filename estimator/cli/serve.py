@@ -31,6 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tp", metavar="N[,N...]", help="tensor-parallel size (a comma list with --serve --sweep)"
     )
     g.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel stages (layers split across GPUs)")
+    g.add_argument("--attention-dp", dest="attention_dp", type=int, metavar="N",
+                   help="attention data parallelism: N attention replicas, each with its own batch and KV "
+                        "cache, the MoE layers shared (GPUs = tp x attention-dp x pp)")
+    g.add_argument("--moe-tp", dest="moe_tp", type=int, metavar="N",
+                   help="MoE tensor parallelism (moe-tp x expert-parallel = tp x attention-dp)")
     g.add_argument("--memory", action="store_true", help="print the per-GPU memory breakdown and KV capacity")
     g.add_argument(
         "--serve", metavar="isl=I,osl=O,concurrency=C[,rounds=R]",
@@ -52,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(opts: Options) -> int | None:
-    if not (opts.parallel.tp or opts.parallel.pp or opts.serving.asked):
+    if not (opts.parallel.asked or opts.serving.asked):
         return None
     tps = opts.parallel.tp or (1,)
     reports = report_mode.requested(opts)  # --recommend/--report/--trace on this mode's step
@@ -105,8 +110,7 @@ def _sharded_table(opts: Options, tp: int, reports: bool) -> int:
         result = estimate(sharded_graph, hw, pricing, dims=dims)
     if opts.output.json:
         out = to_json(result)
-        out["parallel"] = {"tp": tp, "pp": pp or 1, "ep": opts.model.expert_parallel or 1,
-                           "decisions": decisions}
+        out["parallel"] = {**opts.parallel.at(tp).to_json(), "decisions": decisions}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
         if ctx is not None:
@@ -160,14 +164,14 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
     from estimator.serve.deploy import smallest_fitting_tp
     from estimator.serve.summary import memory_text, serve_text
 
-    name, precision = opts.model.name, opts.precision
-    mem, tp = dep.memory, dep.opts.tp
+    name, precision = opts.model.name, dep.opts.precision
+    mem, tp, par = dep.memory, dep.opts.tp, dep.parallel
     fits = mem.fits(work.isl, work.osl)
     finding = None
     if not fits:
         better = smallest_fitting_tp(name, dep.opts, work)
         finding = (
-            f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} "
+            f"{name} does not fit on {par.gpus} x {dep.opts.hw.name} ({par.label()}) at {precision or 'graph'} "
             f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
             + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
         )
@@ -195,14 +199,14 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
             out["memory"]["finding"] = finding
         if result is not None:
             out["serve"] = result.to_json()
-        out["parallel"] = {"tp": tp, "pp": 1, "decisions": list(dep.steps.decisions)}
+        out["parallel"] = {**par.to_json(), "decisions": list(dep.steps.decisions)}
         if rep is not None:
             report_mode.add_json(out, recs, found)
         print(json.dumps(out, indent=1, default=float))
         serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
     title = (
-        f"serving {name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
+        f"serving {name} on {par.gpus} x {dep.opts.hw.name} ({par.label()}), precision "
         f"{precision or 'graph'}, KV {opts.serving.kv_precision or precision or 'graph'}, "
         f"{dep.framework.display_name}"
     )
@@ -218,7 +222,7 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         print()
         print(
             f"decode step at batch {result.decode.batch}, past_seq {work.isl + work.osl // 2} "
-            f"(one GPU of {tp}):"
+            f"(one GPU of {par.gpus}):"
         )
         print(to_table(table, opts.output.top))
     if recs is not None:
