@@ -202,7 +202,8 @@ class Options:
 
     @property
     def precision(self) -> str | None:
-        return self.pricing.precision
+        """The first GPU's precision (--precision, else the checkpoint's where that GPU runs it)."""
+        return self.gpus[0].pricing.precision if self.gpus else self.pricing.precision
 
     @property
     def roofline(self) -> bool:
@@ -308,8 +309,40 @@ def _gpus(a: Any, base: EstimateOptions) -> tuple[Gpu, ...]:
     for arch in parse_archs(a.arch):
         hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
         pipeline = pipeline_of(a.fusion, a.pipeline, hw.family)
-        gpus.append(Gpu(arch, hw, dataclasses.replace(base, pipeline=pipeline)))
+        precision = base.precision if a.precision else supported_default(base.precision, hw)
+        gpus.append(Gpu(arch, hw, dataclasses.replace(base, pipeline=pipeline, precision=precision)))
     return tuple(gpus)
+
+
+def default_precision(a: Any) -> str | None:
+    """The precision when --precision is not given: the checkpoint's own (a bundled LLM's published
+    dtype, models.CHECKPOINT_PRECISION; --hf-config's quantization_config / torch_dtype), else None (the
+    graph's dtypes). Not under --validate, which runs the graph as built."""
+    if a.precision or a.validate:
+        return a.precision
+    if a.model_name:
+        import models
+
+        return models.checkpoint_precision(a.model_name)
+    if a.hf_config:
+        from estimator.frontends.hf_config import load_precision
+
+        return load_precision(a.hf_config)
+    return None
+
+
+def supported_default(precision: str | None, hw) -> str | None:
+    """A default precision on `hw`: itself when the GPU has its tensor cores, else bf16 when it has those
+    (an fp8 checkpoint on an A100 runs as bf16 there), else the graph's dtypes (None)."""
+    from estimator.precision import PrecisionError, check_precision
+
+    for p in (precision, "bf16") if precision else ():
+        try:
+            check_precision(p, hw)
+            return p
+        except PrecisionError:
+            continue
+    return None
 
 
 def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
@@ -337,7 +370,7 @@ def from_args(a: Any) -> Options:
                   a.expert_parallel, split)
     dims = MappingProxyType(parse_dims(a.dim))
     serving, sweeps = _serving(a)
-    base = EstimateOptions(precision=a.precision, roofline=a.roofline, warm_inputs=a.warm_inputs,
+    base = EstimateOptions(precision=default_precision(a), roofline=a.roofline, warm_inputs=a.warm_inputs,
                            strict=a.strict, verify_each=a.verify_each)
     validation = Validation(a.validate, a.ep, a.runs, a.calibrate_host)
     # --calibrate-host alone measures this machine and needs no GPU (nor `--arch host` measured first)

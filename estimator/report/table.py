@@ -156,7 +156,19 @@ def _header(result: Result) -> list[str]:
         f"total estimate {show(t['estimate_s'], 's')}   bound {show(t['bound_s'], 's')}",
         f"model FLOPs {show(t['flops'])}   DRAM bytes {show(t['dram_bytes'])}   "
         f"weight bytes {show(t['weight_bytes'])}",
+        *_fp32_note(result),
     ]
+
+
+def _fp32_note(result: Result) -> list[str]:
+    """One line when an fp32 graph (its dtypes kept) is priced for a GPU with tensor cores."""
+    if result.precision != "graph" or not result.hw.tensor_flops_per_s:
+        return []
+    fp32 = any(t.is_weight and t.dtype == "fp32" and (t.rank or 0) >= 2 for t in result.graph.tensors.values())
+    if not fp32:
+        return []
+    return ["note: the graph is fp32 (its GEMMs priced on CUDA cores); serving engines (TensorRT-LLM, vLLM, "
+            "SGLang) run LLMs in bf16 or lower: --precision bf16"]
 
 
 def _table(rows: list[list[str]], align: str) -> list[str]:
