@@ -64,8 +64,10 @@ def run(opts: Options) -> int | None:
     if opts.parallel.pp is not None and opts.parallel.pp < 1:
         raise UsageError(f"--pp {opts.parallel.pp}: the number of stages must be a positive integer")
     if len(opts.gpus) > 1:
-        raise UsageError("--tp, --pp, --serve and --memory take one GPU in --arch (a comma list of GPUs "
-                         "is the sweep mode's)")
+        if opts.serving.workload and not reports and opts.serving.concurrency is None and len(tps) == 1:
+            return _side_by_side(opts, tps[0])
+        raise UsageError("a comma list of GPUs in --arch goes with one --serve point (no --sweep, "
+                         "--recommend, --report or --trace; one --tp), or the sweep mode")
     if opts.serving.workload or opts.serving.memory:
         return _deploy(opts, tps, reports)
     if opts.serving.kv_precision or opts.serving.framework:
@@ -225,6 +227,10 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
             f"(one GPU of {par.gpus}):"
         )
         print(to_table(table, opts.output.top))
+        from estimator.report.table import collectives_text
+
+        print()
+        print("\n".join(collectives_text(table)))
     if recs is not None:
         print(report_mode.format_recommendations(recs, found, rep.total_s, opts.reports.threshold))
     if opts.fusion.explain:
@@ -232,6 +238,69 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         print("\n".join(f"  {d}" for d in dep.steps.decisions) or "  none (tp 1)")
     serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
     return 0
+
+
+def _side_by_side(opts: Options, tp: int) -> int:
+    """`--serve` on every GPU of a comma list in --arch: the same model, workload, deployment and
+    framework, one column a GPU (each at its precision: --precision, else the checkpoint's where the GPU
+    runs it)."""
+    from estimator.serve.deploy import Deployment
+
+    if not opts.model.name:
+        raise UsageError("--serve needs a bundled decoder model (--model NAME, see --list-models)")
+    work = opts.serving.workload
+    cols = []
+    for gpu in opts.gpus:
+        dep = Deployment.build(opts.model.name, opts.steps_options(tp, gpu))
+        cols.append((gpu, dep, dep.serve(work)))
+    if opts.output.json:
+        out = {"arch": [g.arch for g, _, _ in cols], "serve_by_arch": {}}
+        for gpu, dep, r in cols:
+            fits = dep.memory.fits(work.isl, work.osl)
+            item = {"precision": dep.opts.precision or "graph", "parallel": dep.parallel.to_json(),
+                    "memory": {**dep.memory.to_json(), "fits": fits}}
+            item["serve"] = _finite(r.to_json())
+            out["serve_by_arch"][gpu.arch] = item
+        print(json.dumps(out, indent=1, default=float))
+        return 0
+    print(f"serving {opts.model.name} ({cols[0][1].parallel.label()}), isl {work.isl}, osl {work.osl}, "
+          f"concurrency {work.concurrency}, {cols[0][1].framework.display_name}")
+    print(side_by_side_text(cols, work))
+    return 0
+
+
+def _finite(d):
+    """`d` with NaN / infinite floats as None (strict JSON)."""
+    import math
+
+    if isinstance(d, dict):
+        return {k: _finite(v) for k, v in d.items()}
+    if isinstance(d, list):
+        return [_finite(v) for v in d]
+    return None if isinstance(d, float) and not math.isfinite(d) else d
+
+
+def side_by_side_text(cols, work) -> str:
+    """One row a figure, one column a GPU."""
+    def ms(x):
+        return "-" if x != x else f"{x * 1e3:,.2f} ms"
+
+    rows = [("GPU", [f"{d.parallel.gpus} x {g.arch}" for g, d, _ in cols]),
+            ("precision", [d.opts.precision or "graph" for _, d, _ in cols]),
+            ("fits", ["yes" if r.fits else "NO" for _, _, r in cols]),
+            ("TTFT", [ms(r.ttft_s) for _, _, r in cols]),
+            ("TPOT", [ms(r.tpot_s) for _, _, r in cols]),
+            ("E2E", ["-" if r.e2e_s != r.e2e_s else f"{r.e2e_s:,.2f} s" for _, _, r in cols]),
+            ("tokens/s", [f"{r.tokens_per_s:,.0f}" for _, _, r in cols]),
+            ("tokens/s/GPU", [f"{r.tokens_per_s_per_gpu:,.0f}" for _, _, r in cols]),
+            ("tokens/s/user", [f"{r.tokens_per_s_per_user:,.1f}" for _, _, r in cols]),
+            ("admitted", [str(r.admitted) for _, _, r in cols]),
+            ("decode step", [ms(r.decode.step_s) if r.decode else "-" for _, _, r in cols]),
+            ("prefill step", [ms(r.prefill.step_s) if r.prefill else "-" for _, _, r in cols]),
+            ("weights/GPU", [f"{d.memory.weights_bytes / 1e9:,.1f} GB" for _, d, _ in cols]),
+            ("KV capacity", [f"{d.memory.kv_capacity_tokens:,} tokens" for _, d, _ in cols])]
+    width = max(12, *(len(c) for _, vals in rows for c in vals))
+    return "\n".join(f"  {name:<14}" + "".join(f"{v:>{width + 2}}" for v in vals) for name, vals in rows)
 
 
 def _sweep(opts: Options, tps: tuple[int, ...], work, concurrencies: tuple[int, ...]) -> int:
