@@ -214,8 +214,8 @@ def plain(opts) -> int:
 
     ep = ep_decisions(graph)  # --expert-parallel: the all-to-all it inserted
     if opts.output.json:
-        parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
-                    if ep else {})
+        split = opts.model.parallel.to_json() if opts.model.parallel is not None else {"tp": 1, "pp": 1}
+        parallel = {"parallel": {**split, "decisions": ep}} if ep else {}
         print(json.dumps({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel},
                          indent=1))
     elif opts.output.symbolic:

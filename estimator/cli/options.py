@@ -129,6 +129,8 @@ class Parallel:
     def at(self, tp: int | None = None):
         from estimator.serve.parallel import Parallelism
 
+        if not self.tp:  # --tp not given: --expert-parallel alone may still mean attention DP
+            tp = None
         given = tp if tp is not None else (self.tp[0] if self.tp else None)
         return Parallelism.from_flags(given, self.attention_dp, self.moe_tp, self.ep, self.pp)
 

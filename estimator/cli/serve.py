@@ -207,9 +207,12 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         print(json.dumps(out, indent=1, default=float))
         serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
+    from estimator.precision import DEPLOYED
+
+    kv = opts.serving.kv_precision or (DEPLOYED[precision][1] if precision in DEPLOYED else precision)
     title = (
         f"serving {name} on {par.gpus} x {dep.opts.hw.name} ({par.label()}), precision "
-        f"{precision or 'graph'}, KV {opts.serving.kv_precision or precision or 'graph'}, "
+        f"{precision or 'graph'}, KV {kv or 'graph'}, "
         f"{dep.framework.display_name}"
     )
     if result is not None:
