@@ -15,6 +15,11 @@ the weighted combine (combine). Each moves this GPU's pairs, [T * k / N, hidden]
 / N per GPU, as the collective model counts an all-to-all's message (the total buffer; (N-1)/N of it
 leaves the GPU). NB: routing is taken as balanced (every GPU receives as many pairs as it sends).
 Under --tp (tokens replicated on the group) passes/shard_moe.py drops the pair for one all-reduce.
+Under attention data parallelism (models.decoder_config.deploy_moe): with EP equal to the DP group the
+share is E / N experts and every route of the rank's tokens (the all-to-all moves [T * k, hidden]); with
+MoE-TP (MoeSpec.token_gather A > 1) the routed experts read the A ranks' tokens through an `AllGather`
+(axis 0) and hand each rank its own back through a `ReduceScatter` (axis 0), the experts' width divided
+by MoeSpec.routed_tp; the shared experts run on the rank's own tokens.
 
 MoeSpec.weight_format "mxfp4" (gpt-oss): the two expert weights are marked as stored in MXFP4 (the
 graph's metadata, estimator/frontends/stored_formats.py): 4.25 bits a weight, dequantized by the grouped

@@ -14,7 +14,14 @@ Counting rules (one GPU's graph, every GPU of the group runs the same):
   heads: the Reshapes that split an axis into (heads, head_dim) give H query heads and K kv heads;
   query heads become H/tp (H % tp == 0 or an error), kv heads ceil(K/tp), replicated when tp > K
   (tp % K == 0 or an error). Fused QKV (one linear of width (H+2K)*d, then Split) works the same.
-  An MLP group divides its width I by tp (I % tp == 0 or an error).
+  An MLP group divides its width I by tp (I % tp == 0 or an error). The (heads, head_dim) of each column
+  are read off the head-split Reshape nearest its output, so columns of different head widths share a
+  group: MLA's q_b_proj (heads of 192) and kv_b_proj (128 + 128), its o_proj reading H x 128; the
+  absorbed decode's per-head weights W_UK / W_UV [H, ...] lose their head axis too.
+- A linear whose output is normalised before any head split (MLA's kv_a_proj_with_mqa: the latent and
+  k_pe, its kv_a_layernorm; q_a_proj) is not column-parallel: it and the latent KV cache are replicated
+  on every GPU, as TensorRT-LLM and SGLang run MLA under TP. NB: the prefill's k_pe broadcast to H heads
+  (an Expand outside any region) keeps all H heads.
 - Every tensor of a region, the graph inputs it reads (the past KV cache) and the weights it reads
   (biases) get exactly one axis divided: the first axis whose size is a sharded width (H*d, K*d, H, K,
   I, (H+2K)*d); column weights lose that width on their output axis, row weights on their input axis.

@@ -5,14 +5,15 @@ export holds it), to compare with such an export like for like.
 
 `--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider), with --hf-config
 or a bundled MoE model (`--model qwen3-235b-a22b[-decode]`, models/named_configs.py), prices one GPU of
-an N-way expert-parallel group: E / N experts and k / N of each token's routes (MoeSpec.expert_parallel =
-N, models.decoder_config.shard_experts), with the dispatch and combine all-to-all around each MoE
-layer's grouped GEMMs (com.microsoft AllToAll nodes, group_size N, models/decoder_moe.py; their shapes
-through onnxruntime's inference by estimator/frontends/collective_shapes.py), priced by the collective
-model (estimator/pricing/collectives.py) like any collective kernel. Each GPU holds its own tokens there
-(attention data-parallel); with --tp the tokens are replicated and passes/shard_moe.py turns the pair
-into one all-reduce. N must divide E and top-k (one `error:` line otherwise). `ep_decisions` lists
-what was done, for --explain and the JSON "parallel" key.
+the deployment estimator/serve/parallel.py describes: alone it is attention data parallelism N (each GPU
+its own tokens, E / N experts, all k routes of its tokens sent by the dispatch and combine all-to-all,
+com.microsoft AllToAll nodes of group_size N, models/decoder_moe.py; their shapes through onnxruntime's
+inference by estimator/frontends/collective_shapes.py), priced by the collective model
+(estimator/pricing/collectives.py) like any collective kernel. With --tp the tokens are replicated (k / N
+routes a GPU, models.decoder_config.shard_experts) and passes/shard_moe.py turns the pair into one
+all-reduce; --attention-dp and --moe-tp split the MoE further (models.decoder_config.deploy_moe). A split
+that does not divide is one `error:` line. `ep_decisions` lists what was done, for --explain and the JSON
+"parallel" key.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ class Parallelism:
         """A DecoderConfig with one GPU's MoE share (the attention is sharded later, by shard_tp)."""
         from dataclasses import replace
 
-        if cfg.moe is None:
-            if self.ep > 1:
+        if getattr(cfg, "moe", None) is None:
+            if self.ep > 1 or self.attention_dp > 1:
                 raise ParallelError("--expert-parallel needs a mixture-of-experts model")
             return cfg
         return replace(cfg, moe=self.moe(cfg.moe))
