@@ -11,7 +11,7 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.hf_config import build_graph
 from estimator.pricing.collectives import collective_cost
-from models.decoder_config import DecoderConfig, MlaSpec, MoeSpec, shard_experts
+from models.decoder_config import DecoderConfig, MoeSpec, shard_experts
 from passes import pipeline_for
 from passes.shard_tp import ShardError, shard_tp
 from tests.cliutil import assert_one_error_line, cli

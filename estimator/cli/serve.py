@@ -173,8 +173,8 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
     if not fits:
         better = smallest_fitting_tp(name, dep.opts, work)
         finding = (
-            f"{name} does not fit on {par.gpus} x {dep.opts.hw.name} ({par.label()}) at {precision or 'graph'} "
-            f"precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
+            f"{name} does not fit on {par.gpus} x {dep.opts.hw.name} ({par.label()}) at "
+            f"{precision or 'graph'} precision: {mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache; "
             + (f"the smallest TP that fits is {better}" if better else "no TP up to the NVLink domain fits")
         )
     rep = serve_report.context(opts, dep, work, result) if reports else None

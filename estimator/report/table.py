@@ -177,8 +177,8 @@ def collectives_text(result: Result) -> list[str]:
         return ["collectives: none (one GPU)"]
     lines = ["collectives (op, message, GPUs, algorithm: calls, each, total):"]
     for (op, nbytes, group, algo), (calls, total) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
-        size = "?" if nbytes is None else next(f"{nbytes / f:.4g} {u}" for f, u in
-                                                 ((2**20, "MiB"), (2**10, "KiB"), (1, "B")) if nbytes >= f or f == 1)
+        units = ((2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+        size = "?" if nbytes is None else next(f"{nbytes / f:.4g} {u}" for f, u in units if nbytes >= f or f == 1)
         lines.append(f"  {op:<14}{size:>10} x{group:<4}{str(algo or '-'):<18}{calls:>5} calls  "
                      f"{show(total / calls, 's'):>9} each  {show(total, 's'):>9}")
     return lines
@@ -188,7 +188,8 @@ def _fp32_note(result: Result) -> list[str]:
     """One line when an fp32 graph (its dtypes kept) is priced for a GPU with tensor cores."""
     if result.precision != "graph" or not result.hw.tensor_flops_per_s:
         return []
-    fp32 = any(t.is_weight and t.dtype == "fp32" and (t.rank or 0) >= 2 for t in result.graph.tensors.values())
+    tensors = result.graph.tensors.values()
+    fp32 = any(t.is_weight and t.dtype == "fp32" and (t.rank or 0) >= 2 for t in tensors)
     if not fp32:
         return []
     return ["note: the graph is fp32 (its GEMMs priced on CUDA cores); serving engines (TensorRT-LLM, vLLM, "
