@@ -178,7 +178,8 @@ def collectives_text(result: Result) -> list[str]:
     lines = ["collectives (op, message, GPUs, algorithm: calls, each, total):"]
     for (op, nbytes, group, algo), (calls, total) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
         units = ((2**20, "MiB"), (2**10, "KiB"), (1, "B"))
-        size = "?" if nbytes is None else next(f"{nbytes / f:.4g} {u}" for f, u in units if nbytes >= f or f == 1)
+        size = "?" if nbytes is None else next(f"{nbytes / f:.4g} {u}" for f, u in units
+                                               if nbytes >= f or f == 1)
         lines.append(f"  {op:<14}{size:>10} x{group:<4}{str(algo or '-'):<18}{calls:>5} calls  "
                      f"{show(total / calls, 's'):>9} each  {show(total, 's'):>9}")
     return lines
