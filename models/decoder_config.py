@@ -67,7 +67,10 @@ def deploy_moe(moe: MoeSpec, ep: int, attention_dp: int = 1, tp: int = 1) -> Moe
     - attention_dp A > 1, ep < A: the ranks' tokens are all-gathered before the routed experts and the
       outputs reduce-scattered after (TensorRT-LLM's attention-DP MoE without all-to-all): A x T tokens,
       E / ep experts, k / ep routes, each expert's width / (A / ep).
-    ValueError when a size does not divide (experts, top-k, width) or tp > 1 with attention_dp > 1."""
+    ValueError when a size does not divide (experts, top-k, width) or tp > 1 with attention_dp > 1.
+    NB: under attention DP + EP the graph's T tokens each take k distinct local experts, where the real
+    A x T tokens' pairs spread over the GPU's experts: the active experts are over-counted at small
+    batches ((E/ep)(1 - (1 - k/(E/ep))^T) against (E/ep)(1 - (1 - k/E)^(A T))), the same at large ones."""
     group = tp * attention_dp
     if ep < 1 or group % ep:
         raise ValueError(f"expert parallelism {ep} does not divide the MoE group of {group} GPUs")
