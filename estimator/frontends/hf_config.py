@@ -252,7 +252,7 @@ def checkpoint_precision(cfg: Mapping[str, Any]) -> str | None:
             return "fp8-block" if q.get("weight_block_size") else "fp8-w8a8"
         if method == "modelopt" and algo in ("NVFP4", "FP8"):
             return "nvfp4" if algo == "NVFP4" else "fp8-w8a8"
-        if method in ("awq", "gptq") and int(q.get("bits") or q.get("w_bit") or 4) == 4:
+        if method in ("awq", "gptq") and (q.get("bits") or q.get("w_bit") or 4) == 4:
             return "w4a16"
         if method == "compressed-tensors" and _int4_weights(q):
             return "w4a16"
