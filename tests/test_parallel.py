@@ -101,3 +101,14 @@ def test_expert_parallel_alone_is_honoured_by_memory_and_serve(capsys):
     # the decode step's dispatch / combine: each rank's 2 requests x top-2 routes x 4096 x bf16 = 32 KiB
     assert "AllToAll          32 KiB x2" in out
     assert f"{_mixtral_ep2_weight_bytes() / 1e9:.2f} GB" in out  # memory per GPU: weights
+
+
+def test_attention_dp_alone_splits_the_experts_by_width(capsys):
+    """--attention-dp 2 alone: MoE-TP 2 over the pair, all 8 experts at half width each: the same bytes
+    per GPU as EP 2's 4 whole experts."""
+    code, out, _ = cli(capsys, "--model", "mixtral-8x7b", "--arch", "h200", "--attention-dp", "2", "--memory",
+                       "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["parallel"]["attention_dp"], data["parallel"]["moe_tp"], data["parallel"]["ep"]) == (2, 2, 1)
+    assert data["memory"]["weights"] == pytest.approx(_mixtral_ep2_weight_bytes(), rel=1e-3)
