@@ -56,11 +56,13 @@ class Deployment:
         result = serve(self.steps, self.memory, self.framework, self.rank_workload(work), p.tp)
         if p.attention_dp == 1:
             return result
-        notes = [*result.notes, f"attention DP {p.attention_dp}: each rank serves "
-                 f"{self.rank_workload(work).concurrency} of the {work.concurrency} requests with its own "
-                 f"batch and KV cache; tokens/s is the {p.attention_dp} ranks'"]
-        return replace(result, workload=work, gpus=p.tp * p.attention_dp,
-                       tokens_per_s=result.tokens_per_s * p.attention_dp, notes=notes)
+        dp = p.attention_dp
+        notes = [*result.notes, f"attention DP {dp}: each rank serves {self.rank_workload(work).concurrency} "
+                 f"of the {work.concurrency} requests with its own batch and KV cache; tokens/s, admitted and "
+                 f"the KV capacity are the {dp} ranks' together (the memory below is one GPU's)"]
+        return replace(result, workload=work, gpus=p.tp * dp, tokens_per_s=result.tokens_per_s * dp,
+                       admitted=result.admitted * dp, kv_capacity_tokens=result.kv_capacity_tokens * dp,
+                       notes=notes)
 
     def prefetch(self, works: Sequence[Workload]) -> None:
         """Price the steps every workload's `serve` asks, in one pass (serving.prefetch)."""
