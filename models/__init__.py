@@ -77,27 +77,6 @@ SUITE_MODELS: tuple[str, ...] = tuple(sorted(
     n for n in MODELS if n.removesuffix("-decode") not in named_configs.NAMED))
 
 
-# The precision each bundled LLM's published checkpoint ships in (its config.json torch_dtype and
-# quantization_config), the default of `estimate --model NAME` (estimator/cli/options.py). Models not
-# listed keep their graph's dtypes (the small ones run under onnxruntime in fp32).
-CHECKPOINT_PRECISION: dict[str, str] = {
-    # meta-llama/Meta-Llama-3-8B, -70B, Llama-3.1-8B, -70B: "torch_dtype": "bfloat16"
-    "llama-3-8b": "bf16", "llama-3-70b": "bf16", "llama-3.1-8b": "bf16", "llama-3.1-70b": "bf16",
-    # Qwen/Qwen3-32B, Qwen3-235B-A22B, mistralai/Mixtral-8x7B-v0.1: "torch_dtype": "bfloat16"
-    "qwen3-32b": "bf16", "qwen3-235b-a22b": "bf16", "mixtral-8x7b": "bf16",
-    # deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-Instruct: quantization_config {"quant_method": "fp8",
-    # "weight_block_size": [128, 128]} (1 x 128 activation blocks at run time)
-    "deepseek-v3": "fp8-block", "kimi-k2": "fp8-block",
-    # openai/gpt-oss-*: "torch_dtype": "bfloat16", the experts MXFP4 (stored so by the builder)
-    "gpt-oss-120b": "bf16", "gpt-oss-20b": "bf16",
-}
-
-
-def checkpoint_precision(name: str) -> str | None:
-    """The published checkpoint's precision of bundled model `name` (its -decode twin alike), or None."""
-    return CHECKPOINT_PRECISION.get(name.removesuffix("-decode"))
-
-
 def list_models() -> list[ModelSpec]:
     return sorted(MODELS.values(), key=lambda spec: spec.name)
 

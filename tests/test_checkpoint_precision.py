@@ -11,7 +11,8 @@ from estimator.cli.main import build_parser
 from estimator.cli.options import from_args
 from estimator.dtypes import itemsize
 from estimator.estimate import estimate
-from estimator.frontends.hf_config import build_graph, checkpoint_precision
+from estimator.frontends.checkpoint_precision import checkpoint_precision
+from estimator.frontends.hf_config import build_graph
 from estimator.precision import PrecisionError, apply_precision
 from estimator.pricing.problem import scale_block
 from models.decoder_config import DecoderConfig

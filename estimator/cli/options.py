@@ -318,14 +318,14 @@ def _gpus(a: Any, base: EstimateOptions) -> tuple[Gpu, ...]:
 
 def default_precision(a: Any) -> str | None:
     """The precision when --precision is not given: the checkpoint's own (a bundled LLM's published
-    dtype, models.CHECKPOINT_PRECISION; --hf-config's quantization_config / torch_dtype), else None (the
-    graph's dtypes). Not under --validate, which runs the graph as built."""
+    dtype; --hf-config's quantization_config / torch_dtype: estimator/frontends/checkpoint_precision.py),
+    else None (the graph's dtypes). Not under --validate, which runs the graph as built."""
     if a.precision or a.validate:
         return a.precision
     if a.model_name:
-        import models
+        from estimator.frontends.checkpoint_precision import bundled_precision
 
-        return models.checkpoint_precision(a.model_name)
+        return bundled_precision(a.model_name)
     if a.hf_config:
         from estimator.frontends.hf_config import load_precision
 

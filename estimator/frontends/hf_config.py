@@ -232,48 +232,10 @@ def load(path: str | Path) -> DecoderConfig:
     return decoder_config(_read(path))
 
 
-TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16", "float": "fp32"}
-
-
-def checkpoint_precision(cfg: Mapping[str, Any]) -> str | None:
-    """The --precision a config.json's checkpoint runs at: its quantization_config (fp8 with
-    weight_block_size: fp8-block; per-tensor fp8: fp8-w8a8; ModelOpt NVFP4: nvfp4; AWQ / GPTQ /
-    compressed-tensors 4-bit integer weights: w4a16; MXFP4: the experts are stored so and the rest runs at
-    torch_dtype), else its torch_dtype (`dtype` in newer transformers); None when it says neither."""
-    if not isinstance(cfg, Mapping):
-        return None
-    text = cfg.get("text_config")
-    q = cfg.get("quantization_config") or (text.get("quantization_config") if isinstance(text, Mapping)
-                                            else None) or {}
-    if isinstance(q, Mapping):
-        method = str(q.get("quant_method") or "").lower()
-        algo = str(q.get("quant_algo") or "").upper()
-        if method == "fp8":
-            return "fp8-block" if q.get("weight_block_size") else "fp8-w8a8"
-        if method == "modelopt" and algo in ("NVFP4", "FP8"):
-            return "nvfp4" if algo == "NVFP4" else "fp8-w8a8"
-        if method in ("awq", "gptq") and (q.get("bits") or q.get("w_bit") or 4) == 4:
-            return "w4a16"
-        if method == "compressed-tensors" and _int4_weights(q):
-            return "w4a16"
-    for source in (cfg, text if isinstance(text, Mapping) else {}):
-        dtype = source.get("torch_dtype") or source.get("dtype")
-        if isinstance(dtype, str) and dtype.removeprefix("torch.") in TORCH_DTYPES:
-            return TORCH_DTYPES[dtype.removeprefix("torch.")]
-    return None
-
-
-def _int4_weights(q: Mapping[str, Any]) -> bool:
-    groups = q.get("config_groups") or {}
-    for g in groups.values() if isinstance(groups, Mapping) else ():
-        w = g.get("weights") if isinstance(g, Mapping) else None
-        if isinstance(w, Mapping) and w.get("num_bits") == 4 and w.get("type", "int") == "int":
-            return True
-    return False
-
-
 def load_precision(path: str | Path) -> str | None:
-    """`checkpoint_precision` of the config.json at `path`."""
+    """The checkpoint's precision of the config.json at `path` (frontends/checkpoint_precision.py)."""
+    from estimator.frontends.checkpoint_precision import checkpoint_precision
+
     return checkpoint_precision(_read(path))
 
 

@@ -58,8 +58,8 @@ class Deployment:
             return result
         dp = p.attention_dp
         notes = [*result.notes, f"attention DP {dp}: each rank serves {self.rank_workload(work).concurrency} "
-                 f"of the {work.concurrency} requests with its own batch and KV cache; tokens/s, admitted and "
-                 f"the KV capacity are the {dp} ranks' together (the memory below is one GPU's)"]
+                 f"of the {work.concurrency} requests with its own batch and KV cache; tokens/s, admitted "
+                 f"and the KV capacity are the {dp} ranks' together (the memory below is one GPU's)"]
         return replace(result, workload=work, gpus=p.tp * dp, tokens_per_s=result.tokens_per_s * dp,
                        admitted=result.admitted * dp, kv_capacity_tokens=result.kv_capacity_tokens * dp,
                        notes=notes)
