@@ -24,6 +24,9 @@ DTYPE_BYTES: dict[str, sympy.Rational] = {
     # OCP MXFP4 as a weight is stored: fp4 e2m1 values + one e8m0 scale per 32 of them, 4 + 8/32 = 4.25
     # bits a weight (gpt-oss's expert weights). See STORED_FORMATS.
     "mxfp4": sympy.Rational(17, 32),
+    # int4 weight-only with a bf16 scale per group of 128 along K (AWQ / GPTQ / compressed-tensors W4A16,
+    # Kimi-K2-Thinking's and K2.5's int4 experts): 4 + 16/128 = 4.125 bits a weight. See STORED_FORMATS.
+    "int4g128": sympy.Rational(33, 64),
     "int2": sympy.Rational(1, 4),
     "uint2": sympy.Rational(1, 4),
     "int4": sympy.Rational(1, 2),
@@ -87,6 +90,7 @@ def _onnx_to_name() -> dict[int, str]:
 # metadata (estimator/frontends/stored_formats.py). `--precision` leaves them as stored (not FLOAT_DTYPES).
 STORED_FORMATS: dict[str, dict[str, int]] = {
     "mxfp4": {"value_bits": 4, "block": 32, "scale_bits": 8},  # OCP MX spec v1.0: e2m1 + e8m0 per 32
+    "int4g128": {"value_bits": 4, "block": 128, "scale_bits": 16},  # W4A16 group 128, bf16 scales
 }
 
 # --precision choices -> the dtype float tensors are re-typed to.

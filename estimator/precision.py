@@ -27,7 +27,7 @@ def check_precision(precision: str, hw: HardwareDescriptor) -> str:
     if precision not in PRECISIONS and precision not in DEPLOYED:
         raise PrecisionError(f"unknown precision {precision!r}; choose from {', '.join(precision_names())}")
     dtype = PRECISIONS[precision] if precision in PRECISIONS else DEPLOYED[precision][0]
-    key = tensor_peak_key(dtype)
+    key = tensor_peak_key(DEPLOYED[precision][1] if precision in WEIGHT_ONLY else dtype)
     if key is not None and key not in hw.tensor_flops_per_s:
         have = ", ".join(sorted(hw.tensor_flops_per_s))
         raise PrecisionError(f"{hw.name} has no {precision} tensor cores (it has: {have})")
@@ -35,7 +35,21 @@ def check_precision(precision: str, hw: HardwareDescriptor) -> str:
 
 
 # precision -> (weight dtype, activation dtype) of a deployment precision (estimator/w8a8.py)
-DEPLOYED: dict[str, tuple[str, str]] = {"fp8-w8a8": ("fp8e4m3", "bf16")}
+DEPLOYED: dict[str, tuple[str, str]] = {
+    "fp8-w8a8": ("fp8e4m3", "bf16"),  # per-tensor fp8 (ModelOpt FP8, vLLM fp8)
+    # 128 x 128 weight blocks, 1 x 128 activation blocks (DeepSeek-V3/R1, Qwen3 FP8 checkpoints:
+    # quantization_config {"quant_method": "fp8", "weight_block_size": [128, 128]})
+    "fp8-block": ("fp8e4m3", "bf16"),
+    # NVFP4 weights and activations (ModelOpt NVFP4: e2m1 with an e4m3 scale per 16), Blackwell's fp4 MMA
+    "nvfp4": ("fp4e2m1", "bf16"),
+    # int4 weight-only, group 128 (AWQ / GPTQ / compressed-tensors; Kimi-K2.5): bf16 GEMMs dequantizing
+    # the weight in their mainloop, no activation quantization
+    "w4a16": ("int4g128", "bf16"),
+}
+# 1 x BLOCK activation scales of a block-scaled deployment precision (the QuantizeLinear's block_size)
+ACTIVATION_BLOCK = {"fp8-block": 128}
+# weight-only: the GEMM runs at the activation dtype (the tensor-core check is on that dtype)
+WEIGHT_ONLY = frozenset({"w4a16"})
 
 
 def precision_names() -> list[str]:
@@ -51,7 +65,8 @@ def apply_precision(graph: Graph, precision: str, hw: HardwareDescriptor) -> Gra
 
         weight, act = DEPLOYED[precision]
         check_precision(precision, hw)
-        return w8a8(graph, weight, act)
+        return w8a8(graph, weight, act, block=ACTIVATION_BLOCK.get(precision, 0),
+                    quantize_activations=precision not in WEIGHT_ONLY)
     return retype(graph, check_precision(precision, hw))
 
 

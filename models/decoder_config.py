@@ -28,6 +28,16 @@ class MoeSpec:
     # or a block-scaled format of estimator.dtypes.STORED_FORMATS ("mxfp4": gpt-oss's checkpoints)
     # that weight-only grouped GEMMs read as stored and dequantize in their mainloop.
     weight_format: str = ""
+    # Attention data parallelism (see `deploy_moe`): the attention-DP ranks whose tokens meet in this
+    # GPU's MoE through an all-gather before the routed experts and a reduce-scatter after them (1: none),
+    # and the routed experts' width split (MoE-TP) that the builder writes in that case.
+    token_gather: int = 1
+    routed_tp: int = 1
+
+    @property
+    def dispatch_group(self) -> int:
+        """GPUs of the dispatch / combine all-to-all (1: none; the all-gather path moves no pairs)."""
+        return self.expert_parallel if self.token_gather == 1 else 1
 
 
 def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
@@ -43,6 +53,43 @@ def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
         raise ValueError(f"expert parallelism {ep} does not divide top-k {moe.top_k} (each GPU takes "
                          f"k / {ep} of a token's routes)")
     return replace(moe, experts=moe.experts // ep, top_k=moe.top_k // ep, expert_parallel=ep)
+
+
+def deploy_moe(moe: MoeSpec, ep: int, attention_dp: int = 1, tp: int = 1) -> MoeSpec:
+    """One GPU's MoE under a deployment of attention TP `tp` x attention DP `attention_dp`, whose MoE group
+    (tp x attention_dp GPUs) is split into expert parallelism `ep` x MoE-TP (group / ep), as TensorRT-LLM's
+    Mapping and aiconfigurator state it (moe_tp x moe_ep = tp x dp).
+    - attention_dp 1: the tokens are replicated on the tp group: `shard_experts` (k / ep routes a GPU),
+      passes/shard_moe.py splits the width by tp / ep and all-reduces.
+    - attention_dp A > 1 (tp 1), ep == A: each rank holds its own tokens and sends each token's k pairs to
+      their experts' GPUs (the dispatch / combine all-to-all): E / ep experts, all k routes of the rank's
+      tokens, the same pairs a GPU receives on average under balanced routing (A ranks x T x k / ep).
+    - attention_dp A > 1, ep < A: the ranks' tokens are all-gathered before the routed experts and the
+      outputs reduce-scattered after (TensorRT-LLM's attention-DP MoE without all-to-all): A x T tokens,
+      E / ep experts, k / ep routes, each expert's width / (A / ep).
+    ValueError when a size does not divide (experts, top-k, width) or tp > 1 with attention_dp > 1.
+    NB: under attention DP + EP the graph's T tokens each take k distinct local experts, where the real
+    A x T tokens' pairs spread over the GPU's experts: the active experts are over-counted at small
+    batches ((E/ep)(1 - (1 - k/(E/ep))^T) against (E/ep)(1 - (1 - k/E)^(A T))), the same at large ones."""
+    group = tp * attention_dp
+    if ep < 1 or group % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide the MoE group of {group} GPUs")
+    if attention_dp == 1:
+        return moe if ep == 1 else shard_experts(moe, ep)
+    if tp != 1:
+        raise ValueError("attention data parallelism with attention tensor parallelism (tp > 1) inside "
+                         "each replica is not supported yet: use --tp 1 --attention-dp N")
+    if moe.experts % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide the {moe.experts} experts")
+    moe_tp = group // ep
+    if moe_tp == 1:
+        return replace(moe, experts=moe.experts // ep, expert_parallel=ep)
+    if moe.top_k % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide top-k {moe.top_k}")
+    if moe.ffn % moe_tp:
+        raise ValueError(f"MoE-TP {moe_tp} does not divide the experts' width {moe.ffn}")
+    return replace(moe, experts=moe.experts // ep, top_k=moe.top_k // ep, expert_parallel=ep,
+                   token_gather=attention_dp, routed_tp=moe_tp)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,11 @@ the weighted combine (combine). Each moves this GPU's pairs, [T * k / N, hidden]
 / N per GPU, as the collective model counts an all-to-all's message (the total buffer; (N-1)/N of it
 leaves the GPU). NB: routing is taken as balanced (every GPU receives as many pairs as it sends).
 Under --tp (tokens replicated on the group) passes/shard_moe.py drops the pair for one all-reduce.
+Under attention data parallelism (models.decoder_config.deploy_moe): with EP equal to the DP group the
+share is E / N experts and every route of the rank's tokens (the all-to-all moves [T * k, hidden]); with
+MoE-TP (MoeSpec.token_gather A > 1) the routed experts read the A ranks' tokens through an `AllGather`
+(axis 0) and hand each rank its own back through a `ReduceScatter` (axis 0), the experts' width divided
+by MoeSpec.routed_tp; the shared experts run on the rank's own tokens.
 
 MoeSpec.weight_format "mxfp4" (gpt-oss): the two expert weights are marked as stored in MXFP4 (the
 graph's metadata, estimator/frontends/stored_formats.py): 4.25 bits a weight, dequantized by the grouped
@@ -69,31 +74,37 @@ def all_to_all(b: GraphBuilder, x: str, group: int) -> str:
 
 def moe_mlp(b: GraphBuilder, cfg: DecoderConfig, prefix: str, h: str) -> str:
     m = cfg.moe
-    tokens = b.op("Reshape", h, b.const([-1, cfg.hidden]))  # [T, hidden]
+    local = b.op("Reshape", h, b.const([-1, cfg.hidden]))  # [T, hidden]
+    tokens = local
+    if m.token_gather > 1:  # attention DP: the ranks' tokens meet here (models.decoder_config.deploy_moe)
+        tokens = b.op("AllGather", local, domain=COMM_DOMAIN, group_size=m.token_gather, axis=0)
+    ffn = m.ffn // m.routed_tp
     weights, ids = _router(b, cfg, prefix, tokens)
     with b.scope("experts"):
         repeated = b.op("Reshape", b.op("Expand", b.op("Unsqueeze", tokens, b.const([1])),
                                         b.const([1, m.top_k, 1])), b.const([-1, cfg.hidden]))  # [T*k, hidden]
-        repeated = all_to_all(b, repeated, m.expert_parallel)  # dispatch: pairs to their experts' GPUs
+        repeated = all_to_all(b, repeated, m.dispatch_group)  # dispatch: pairs to their experts' GPUs
         rows = b.op("Unsqueeze", b.op("Reshape", ids, b.const([-1])), b.const([1]))  # [T*k, 1]
-        gate_up = b.weight(f"{prefix}.experts.gate_up_proj", [m.experts, 2 * m.ffn, cfg.hidden])
-        down = b.weight(f"{prefix}.experts.down_proj", [m.experts, cfg.hidden, m.ffn])
+        gate_up = b.weight(f"{prefix}.experts.gate_up_proj", [m.experts, 2 * ffn, cfg.hidden])
+        down = b.weight(f"{prefix}.experts.down_proj", [m.experts, cfg.hidden, ffn])
         if m.weight_format:  # e.g. MXFP4 (gpt-oss): stored block-scaled, named in the metadata
             gate_up, down = (b.stored_format(w, m.weight_format) for w in (gate_up, down))
-        biases = ((b.weight(f"{prefix}.experts.gate_up_proj_bias", [m.experts, 2 * m.ffn], init="zeros"),
+        biases = ((b.weight(f"{prefix}.experts.gate_up_proj_bias", [m.experts, 2 * ffn], init="zeros"),
                    b.weight(f"{prefix}.experts.down_proj_bias", [m.experts, cfg.hidden], init="zeros"))
                   if m.expert_bias else (None, None))
         y = _expert_projection(b, repeated, gate_up, biases[0], rows)
-        gate, up = b.op("Split", y, b.const([m.ffn, m.ffn]), axis=1, outputs=2)
+        gate, up = b.op("Split", y, b.const([ffn, ffn]), axis=1, outputs=2)
         y = _expert_projection(b, b.op("Mul", activation(b, gate, cfg.act), up), down, biases[1], rows)
-        y = all_to_all(b, y, m.expert_parallel)  # combine: each pair's output back to its token's GPU
+        y = all_to_all(b, y, m.dispatch_group)  # combine: each pair's output back to its token's GPU
         pair_w = b.op("Unsqueeze", b.op("Reshape", weights, b.const([-1])), b.const([1]))
         y = b.op("Mul", y, b.op("Cast", pair_w, to=FLOAT))
         per_token = b.op("Reshape", y, b.const([-1, m.top_k, cfg.hidden]))
         y = b.op("ReduceSum", per_token, b.const([1]), keepdims=0)
-    if m.shared_experts:
+        if m.token_gather > 1:  # each rank's tokens back, summed over the MoE-TP width shards
+            y = b.op("ReduceScatter", y, domain=COMM_DOMAIN, group_size=m.token_gather, axis=0)
+    if m.shared_experts:  # on the rank's own tokens (replicated weights under attention DP)
         with b.scope("shared_experts"):
-            shared = gated_mlp(b, tokens, f"{prefix}.shared_experts", cfg.hidden, m.shared_experts * m.ffn,
+            shared = gated_mlp(b, local, f"{prefix}.shared_experts", cfg.hidden, m.shared_experts * m.ffn,
                                cfg.act)
         y = b.op("Add", y, shared)
     return b.op("Reshape", y, b.op("Shape", h))

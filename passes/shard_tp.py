@@ -14,7 +14,14 @@ Counting rules (one GPU's graph, every GPU of the group runs the same):
   heads: the Reshapes that split an axis into (heads, head_dim) give H query heads and K kv heads;
   query heads become H/tp (H % tp == 0 or an error), kv heads ceil(K/tp), replicated when tp > K
   (tp % K == 0 or an error). Fused QKV (one linear of width (H+2K)*d, then Split) works the same.
-  An MLP group divides its width I by tp (I % tp == 0 or an error).
+  An MLP group divides its width I by tp (I % tp == 0 or an error). The (heads, head_dim) of each column
+  are read off the head-split Reshape nearest its output, so columns of different head widths share a
+  group: MLA's q_b_proj (heads of 192) and kv_b_proj (128 + 128), its o_proj reading H x 128; the
+  absorbed decode's per-head weights W_UK / W_UV [H, ...] lose their head axis too.
+- A linear whose output is normalised before any head split (MLA's kv_a_proj_with_mqa: the latent and
+  k_pe, its kv_a_layernorm; q_a_proj) is not column-parallel: it and the latent KV cache are replicated
+  on every GPU, as TensorRT-LLM and SGLang run MLA under TP. NB: the prefill's k_pe broadcast to H heads
+  (an Expand outside any region) keeps all H heads.
 - Every tensor of a region, the graph inputs it reads (the past KV cache) and the weights it reads
   (biases) get exactly one axis divided: the first axis whose size is a sharded width (H*d, K*d, H, K,
   I, (H+2K)*d); column weights lose that width on their output axis, row weights on their input axis.
@@ -84,9 +91,10 @@ def region_of(graph: Graph, cons: Consumers, start: Node) -> tuple[set[str], lis
     width = _width(graph, start)
     region: set[str] = set()
     reached: dict[str, Node] = {}
-    stack = [t for t in start.outputs if t]
+    # (tensor, whether a head-split Reshape lies between `start` and it)
+    stack = [(t, False) for t in start.outputs if t]
     while stack:  # a graph output met on the way (a present KV cache) is sharded with its region
-        t = stack.pop()
+        t, split = stack.pop()
         for n in cons.of(t):
             if n.name in region or n.name in reached:
                 continue
@@ -95,11 +103,28 @@ def region_of(graph: Graph, cons: Consumers, start: Node) -> tuple[set[str], lis
                 continue
             if n.op_type in REDUCTION | NORMALIZATION and _reduces_width(graph, n, width):
                 return region, [], f"{n.op_type} {n.name} normalises over its output width {width}"
+            if n.op_type in REDUCTION | NORMALIZATION and not split:  # MLA's kv_a_proj: a latent
+                return region, [], (f"{n.op_type} {n.name} normalises a part of its output before any "
+                                    "head split (a low-rank latent, replicated)")
             if n.op_type == "TopK" and _reduces_width(graph, n, width):  # a MoE router: replicated
                 return region, [], f"TopK {n.name} selects over its output width {width}"
             region.add(n.name)
-            stack.extend(o for o in n.outputs if o)
+            below = split or _head_reshape(graph, n) is not None
+            stack.extend((o, below) for o in n.outputs if o)
     return region, list(reached.values()), None if reached else "its output reaches no other linear"
+
+
+def _head_reshape(graph: Graph, n: Node) -> tuple[int, int] | None:
+    """(heads, head_dim) when `n` is a Reshape splitting its last axis into (heads, head_dim), else None."""
+    if n.op_type != "Reshape":
+        return None
+    x, y = graph.tensors.get(n.inputs[0]), graph.tensors.get(n.outputs[0])
+    if x is None or y is None or not x.shape or not y.shape or len(y.shape) != len(x.shape) + 1:
+        return None
+    h, d, last = y.shape[-2], y.shape[-1], x.shape[-1]
+    if h.is_Integer and d.is_Integer and last.is_Integer and int(h) * int(d) == int(last):
+        return int(h), int(d)
+    return None
 
 
 def _reduces_width(graph: Graph, node: Node, width: sympy.Expr) -> bool:
@@ -150,33 +175,52 @@ def _is_attention(graph: Graph, node: Node) -> bool:
     return all(not (graph.tensors.get(t) and graph.tensors[t].is_weight) for t in node.inputs[:2])
 
 
-def head_split(graph: Graph, group: _Group) -> tuple[int, int, int]:
-    """(H query heads, K kv heads, head_dim) from the Reshapes that split an axis into (heads, d)."""
-    splits: set[tuple[int, int]] = set()
+def column_heads(graph: Graph, cons: Consumers, column: Node) -> list[tuple[int, int]]:
+    """The (heads, head_dim) splits nearest a column linear's output: the first head-split Reshape on
+    each path (one for Q, K, V or MLA's q_b_proj / kv_b_proj; one per part after a fused QKV's Split)."""
+    found: list[tuple[int, int]] = []
+    stack, seen = [t for t in column.outputs if t], set()
+    while stack:
+        for n in cons.of(stack.pop()):
+            if n.name in seen or weight_of(graph, n) is not None:
+                continue
+            seen.add(n.name)
+            split = _head_reshape(graph, n)
+            if split is not None:
+                found.append(split)
+            elif n.op_type not in ("Reshape", *ATTENTION) and not _is_attention(graph, n):
+                stack.extend(o for o in n.outputs if o)
+    return found
+
+
+def head_split(graph: Graph, group: _Group) -> tuple[int, int, dict[str, list[tuple[int, int]]]]:
+    """(H query heads, K kv heads, each column's (heads, head_dim) splits) from the Reshapes nearest the
+    columns (an attention op's num_heads / kv_num_heads where the graph has one: no splits then)."""
     for name in group.region:
         n = graph.node(name)
         if n.op_type in ATTENTION and "num_heads" in n.attrs:
             q = int(n.attrs["num_heads"])
-            return q, int(n.attrs.get("kv_num_heads", q)), 0
-        if n.op_type != "Reshape":
-            continue
-        x, y = graph.tensors.get(n.inputs[0]), graph.tensors.get(n.outputs[0])
-        if x is None or y is None or not x.shape or not y.shape or len(y.shape) != len(x.shape) + 1:
-            continue
-        h, d, last = y.shape[-2], y.shape[-1], x.shape[-1]
-        if h.is_Integer and d.is_Integer and last.is_Integer and int(h) * int(d) == int(last):
-            splits.add((int(h), int(d)))
-    if not splits:
+            return q, int(n.attrs.get("kv_num_heads", q)), {}
+    cons = Consumers(graph)
+    splits = {c.name: column_heads(graph, cons, c) for c in group.columns}
+    if not any(splits.values()):
         raise ShardError(f"{group.columns[0].name}: no Reshape splits its output into (heads, head_dim)")
-    dims = {d for _, d in splits}
-    if len(dims) != 1:
-        raise ShardError(f"{group.columns[0].name}: head_dim differs between Q, K and V ({sorted(dims)})")
-    hs = [h for h, _ in splits]
-    return max(hs), min(hs), dims.pop()
+    for c in group.columns:
+        parts = splits[c.name]
+        if not parts:
+            raise ShardError(f"{c.name}: no Reshape splits its output into (heads, head_dim)")
+        if len({d for _, d in parts}) != 1 or sum(h * d for h, d in parts) != int(_width(graph, c)):
+            raise ShardError(f"{c.name}: its head splits {sorted(set(parts))} do not make up its width "
+                             f"{_width(graph, c)}")
+    hs = [h for parts in splits.values() for h, _ in parts]
+    return max(hs), min(hs), splits
 
 
 def _attention_map(graph: Graph, group: _Group, tp: int) -> tuple[dict[int, int], str]:
-    q, kv, d = head_split(graph, group)
+    """Widths -> one GPU's widths: each column's heads divided (kv heads replicated when tp > K), every
+    head split's heads x head_dim, the head counts, and the row linear's input (H x its per-head width).
+    MLA (q_b_proj 192-wide heads, kv_b_proj 256-wide, the output 128 a head) works the same."""
+    q, kv, splits = head_split(graph, group)
     anchor = group.columns[0].name
     if q % tp:
         raise ShardError(f"{anchor}: {q} query heads are not divisible by --tp {tp}")
@@ -184,14 +228,33 @@ def _attention_map(graph: Graph, group: _Group, tp: int) -> tuple[dict[int, int]
         raise ShardError(f"{anchor}: {kv} kv heads cannot be split over --tp {tp} "
                          f"(need kv % tp == 0, or tp % kv == 0 to replicate them)")
     q_l, kv_l = q // tp, math.ceil(kv / tp)
-    d = d or _width(graph, group.columns[0]) // q
-    sizes = {q * d: q_l * d, kv * d: kv_l * d, (q + 2 * kv) * d: (q_l + 2 * kv_l) * d, q: q_l, kv: kv_l}
+
+    def local(h: int) -> int:
+        return q_l if h == q else kv_l if h == kv else h // tp
+
+    sizes: dict[int, int] = {q: q_l, kv: kv_l}
+    if not splits:  # an attention op: the widths from its num_heads
+        d = int(_width(graph, group.columns[0])) // q
+        sizes.update({q * d: q_l * d, kv * d: kv_l * d, (q + 2 * kv) * d: (q_l + 2 * kv_l) * d})
+        dims = {d}
+    else:
+        dims = set()
+        for c in group.columns:
+            parts = splits[c.name]
+            sizes[int(_width(graph, c))] = sum(local(h) * d for h, d in parts)
+            for h, d in parts:
+                sizes.setdefault(h * d, local(h) * d)
+                dims.add(d)
+    row_w, row_axis = weight_of(graph, group.row)
+    row_in = int(row_w.shape[1 - row_axis])
+    if row_in not in sizes and row_in % q == 0:  # MLA: H x v_head_dim into the o_proj
+        sizes[row_in] = row_in // q * q_l
     for c in group.columns:
-        w = int(_width(graph, c))
-        if w not in sizes:
-            raise ShardError(f"{c.name}: width {w} is none of Q ({q}x{d}), KV ({kv}x{d}) or fused QKV")
+        if int(_width(graph, c)) not in sizes:
+            raise ShardError(f"{c.name}: width {_width(graph, c)} is none of Q, KV or fused QKV "
+                             f"({q} query / {kv} kv heads)")
     note = (f"{q} query heads -> {q_l}, {kv} kv heads -> {kv_l}"
-            + (" (replicated)" if tp > kv else "") + f", head_dim {d}")
+            + (" (replicated)" if tp > kv else "") + f", head_dim {'/'.join(str(d) for d in sorted(dims))}")
     return sizes, note
 
 
@@ -296,6 +359,11 @@ def _shard_group(ed: _Editor, group: _Group) -> str:
         for t in (*n.inputs, *n.outputs):
             if t and t in ed.tensors and _shardable_input(graph, t, group.region):
                 ed.shard(t, sizes)
+        if n.op_type == "MatMul":  # per-head weights of MLA's absorbed decode (W_UK, W_UV [H, ...])
+            for t in n.inputs[:2]:
+                w = graph.tensors.get(t)
+                if w is not None and w.is_weight and (w.rank or 0) >= 3:
+                    ed.shard(t, sizes, 0)
     w, axis = weight_of(graph, group.row)
     ed.shard(w.name, sizes, 1 - axis)
     ed.collective(group.row, "AllReduce", group.row.outputs[0])

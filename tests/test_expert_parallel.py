@@ -11,7 +11,7 @@ import hwdesc
 from estimator.estimate import estimate
 from estimator.frontends.hf_config import build_graph
 from estimator.pricing.collectives import collective_cost
-from models.decoder_config import DecoderConfig, MlaSpec, MoeSpec, shard_experts
+from models.decoder_config import DecoderConfig, MoeSpec, shard_experts
 from passes import pipeline_for
 from passes.shard_tp import ShardError, shard_tp
 from tests.cliutil import assert_one_error_line, cli
@@ -92,9 +92,12 @@ def test_cli_expert_parallel_json_and_explain(capsys, tmp_path):
     code, out, _ = cli(capsys, *args, "--json")
     assert code == 0
     data = json.loads(out)
-    assert data["parallel"]["ep"] == 2 and len(data["parallel"]["decisions"]) == 4
+    # --expert-parallel 2 alone is attention DP 2 (estimator/serve/parallel.py): each GPU its own 8
+    # tokens, all top-4 routes of them sent to their experts' GPUs
+    assert data["parallel"]["ep"] == 2 and data["parallel"]["attention_dp"] == 2
+    assert data["parallel"]["gpus"] == 2 and len(data["parallel"]["decisions"]) == 4
     a2a = [k for k in data["kernels"] if k.get("comm", {}).get("op") == "AllToAll"]
-    assert a2a and all(k["comm"]["bytes"] == 8 * 2 * 64 * 4 for k in a2a)  # 4 KiB each, as above
+    assert a2a and all(k["comm"]["bytes"] == 8 * 4 * 64 * 4 for k in a2a)  # 8 tokens x 4 routes x 64 x fp32
     code, out, _ = cli(capsys, *args, "--explain")
     assert code == 0
     assert "sharding decisions (--expert-parallel 2):" in out
@@ -174,10 +177,7 @@ def test_tp_replicates_a_topk_router():
 def test_tp_unsupported_cases_are_one_error_line(capsys, tmp_path):
     code, _, err = cli(capsys, "--hf-config", _hf(tmp_path), "--decode", "--tp", "3")
     assert_one_error_line(code, err, "not divisible by --tp 3")
-    mla = replace(MOE, model_type="deepseek_v3", num_kv_heads=8, head_dim=24, qk_norm=False,
-                  mla=MlaSpec(32, 16, 16, 8, 16), moe=MoeSpec(8, 4, 48, shared_experts=1, router="sigmoid"))
-    with pytest.raises(ShardError):  # NB: MLA attention is not sharded by --tp yet
-        shard_tp(build_graph(mla, decode=True), 2)
+    # (MLA under --tp is sharded by heads now: tests/test_parallel.py)
 
 
 def test_cli_tp_with_expert_parallel(capsys, tmp_path):

@@ -36,7 +36,7 @@ def test_a_bad_precision_still_names_the_choices():
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: argument --precision: invalid choice: 'fp9' (choose from 'fp32', 'tf32', 'bf16', 'fp16', "
-        "'fp8', 'fp4', 'fp8-w8a8')"]
+        "'fp8', 'fp4', 'fp8-w8a8', 'fp8-block', 'nvfp4', 'w4a16')"]
 
 
 def test_demo_installs_the_core_and_onnxruntime_only():

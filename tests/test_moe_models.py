@@ -177,15 +177,16 @@ def test_window_tile_estimate_follows_the_band():
 
 
 def test_expert_parallel_prices_one_gpus_share(capsys, tmp_path):
-    """--expert-parallel 2 on 8 experts, top-2: 4 experts per GPU, 1 route per token; at batch 1 the
-    active expert weights read per GPU halve (2 of 8 -> 1 of 4 experts, each 3 * 64 * 32 fp32)."""
+    """--tp 2 --expert-parallel 2 on 8 experts, top-2: 4 experts per GPU and, the tokens replicated on the
+    pair, 1 route per token; at batch 1 the active expert weights read per GPU halve (2 of 8 -> 1 of 4
+    experts, each 3 * 64 * 32 fp32). (--expert-parallel 2 alone is attention DP 2: tests/test_parallel.py.)"""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**_config(model_type="qwen3_moe", hidden_size=64, head_dim=16),
                                 "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32}))
     totals = {}
     for ep in ("1", "2"):
         code, out, _ = cli(capsys, "--hf-config", str(path), "--decode", "--dim", "batch=1", "--dim",
-                           "past_seq=16", "--json", "--fusion", "max", "--expert-parallel", ep)
+                           "past_seq=16", "--json", "--fusion", "max", "--tp", ep, "--expert-parallel", ep)
         assert code == 0
         moe = [k for k in json.loads(out)["kernels"] if k["kind"] == "moe"]
         totals[ep] = sum(float(k["dram_bytes"]) for k in moe)

@@ -5,14 +5,15 @@ export holds it), to compare with such an export like for like.
 
 `--expert-parallel N` (the issue's `--ep N`; --ep is --validate's execution provider), with --hf-config
 or a bundled MoE model (`--model qwen3-235b-a22b[-decode]`, models/named_configs.py), prices one GPU of
-an N-way expert-parallel group: E / N experts and k / N of each token's routes (MoeSpec.expert_parallel =
-N, models.decoder_config.shard_experts), with the dispatch and combine all-to-all around each MoE
-layer's grouped GEMMs (com.microsoft AllToAll nodes, group_size N, models/decoder_moe.py; their shapes
-through onnxruntime's inference by estimator/frontends/collective_shapes.py), priced by the collective
-model (estimator/pricing/collectives.py) like any collective kernel. Each GPU holds its own tokens there
-(attention data-parallel); with --tp the tokens are replicated and passes/shard_moe.py turns the pair
-into one all-reduce. N must divide E and top-k (one `error:` line otherwise). `ep_decisions` lists
-what was done, for --explain and the JSON "parallel" key.
+the deployment estimator/serve/parallel.py describes: alone it is attention data parallelism N (each GPU
+its own tokens, E / N experts, all k routes of its tokens sent by the dispatch and combine all-to-all,
+com.microsoft AllToAll nodes of group_size N, models/decoder_moe.py; their shapes through onnxruntime's
+inference by estimator/frontends/collective_shapes.py), priced by the collective model
+(estimator/pricing/collectives.py) like any collective kernel. With --tp the tokens are replicated (k / N
+routes a GPU, models.decoder_config.shard_experts) and passes/shard_moe.py turns the pair into one
+all-reduce; --attention-dp and --moe-tp split the MoE further (models.decoder_config.deploy_moe). A split
+that does not divide is one `error:` line. `ep_decisions` lists what was done, for --explain and the JSON
+"parallel" key.
 """
 
 from __future__ import annotations
@@ -50,32 +51,24 @@ def run(opts: Options) -> int | None:
         raise UserError("--no-kv-cache goes with --hf-config prefill (a decode step needs its cache)")
     if m.expert_parallel is not None and m.expert_parallel < 1:
         raise UserError("--expert-parallel must be a positive integer")
-    if m.expert_parallel and m.expert_parallel > 1 and not (m.hf_config or m.name):
+    if m.moe_split and not (m.hf_config or m.name):
         raise UserError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     return None
 
 
-def expert_parallel(cfg, ep: int | None):
-    """`cfg` with one GPU's expert share under expert parallelism `ep` (None or 1: `cfg` itself)."""
-    from dataclasses import replace
-
-    from models.decoder_config import shard_experts
-
-    if not ep or ep == 1:
+def expert_parallel(cfg, parallel):
+    """`cfg` with one GPU's MoE share under `parallel` (estimator/serve/parallel.py Parallelism; None or
+    no MoE split: `cfg` itself)."""
+    if parallel is None or parallel.plain:
         return cfg
-    if cfg.moe is None:
-        raise UserError("--expert-parallel needs a mixture-of-experts model")
-    try:
-        return replace(cfg, moe=shard_experts(cfg.moe, ep))
-    except ValueError as exc:
-        raise UserError(f"--expert-parallel: {exc}") from None
+    return parallel.config(cfg)
 
 
 def load_hf_graph(model: Model):
     """The graph of --hf-config (one GPU's expert share under --expert-parallel)."""
     from estimator.frontends import hf_config
 
-    cfg = expert_parallel(hf_config.load(model.hf_config), model.expert_parallel)
+    cfg = expert_parallel(hf_config.load(model.hf_config), model.parallel)
     return hf_config.build_graph(cfg, decode=model.decode, name=f"hf-{cfg.model_type}",
                                  kv_cache=model.kv_cache)
 
@@ -89,7 +82,7 @@ def load_named_graph(model: Model, name: str):
     if base not in named_configs.NAMED:
         raise UserError(f"--expert-parallel: {name} is not a bundled MoE decoder "
                         f"(those are {', '.join(n for n, c in named_configs.NAMED.items() if c.moe)})")
-    cfg = expert_parallel(named_configs.NAMED[base], model.expert_parallel)
+    cfg = expert_parallel(named_configs.NAMED[base], model.parallel)
     mode = "decode" if name.endswith("-decode") else "prefill"
     return import_model(decoder.build(name, cfg, mode, weights="external"))
 

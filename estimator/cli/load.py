@@ -14,7 +14,7 @@ def load_graph(model: Model, dims: Mapping[str, int], defaults: bool = True):
     if model.path and model.name:
         raise UsageError("give either MODEL or --model NAME, not both")
     if model.name:
-        if (model.expert_parallel or 1) > 1:  # estimator/cli/hf.py
+        if model.moe_split:  # estimator/cli/hf.py
             import models
             from estimator.cli.hf import load_named_graph
 
@@ -42,7 +42,7 @@ def load_graph(model: Model, dims: Mapping[str, int], defaults: bool = True):
         from estimator.cli.pytorch import load_torch_graph
 
         return load_torch_graph(model), dims
-    if (model.expert_parallel or 1) > 1:
+    if model.moe_split:
         raise UsageError("--expert-parallel needs --hf-config or a bundled MoE model (--model NAME)")
     if not model.path:
         raise UsageError("no model: give a path to an .onnx file or --model NAME (see --list-models)")

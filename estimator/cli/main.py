@@ -228,11 +228,11 @@ def plain(opts) -> int:
 
     fit = result_fit(result, opts.serving.framework)
     if opts.output.json:
-        parallel = ({"parallel": {"tp": 1, "pp": 1, "ep": opts.model.expert_parallel, "decisions": ep}}
-                    if ep else {})
+        split = opts.model.parallel.to_json() if opts.model.parallel is not None else {"tp": 1, "pp": 1}
+        parallel = {"parallel": {**split, "decisions": ep}} if ep else {}
         fits = {"memory_fit": fit.to_json()} if fit is not None else {}
-        print(jsonout.dumps(stamped({**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel,
-                             **fits}), indent=1))
+        doc = {**to_json(result), **({"closed_form": cf.to_json()} if cf else {}), **parallel, **fits}
+        print(jsonout.dumps(stamped(doc), indent=1))
     elif opts.output.symbolic:
         print("\n".join([to_symbolic(result), *(cf.lines() if cf else [])]))
     else:

@@ -44,6 +44,13 @@ class Model:
     torch: str | None = None
     save_mlir: str | None = None
     expert_parallel: int | None = None
+    # the whole split when --expert-parallel, --attention-dp or --moe-tp is given (one GPU's MoE share
+    # is built into the graph: estimator/serve/parallel.py Parallelism.config), else None
+    parallel: Any = None
+
+    @property
+    def moe_split(self) -> bool:
+        return self.parallel is not None and not self.parallel.plain
 
     @property
     def title(self) -> str:
@@ -104,10 +111,28 @@ class Reports:
 
 @dataclass(frozen=True)
 class Parallel:
-    """--tp (None when not given; a tuple, a comma list goes with a serving sweep), --pp."""
+    """--tp (None when not given; a tuple, a comma list goes with a serving sweep), --pp, --attention-dp,
+    --moe-tp and --expert-parallel (None when not given); `at(tp)` is the whole split at one --tp
+    (estimator/serve/parallel.py Parallelism, checked there)."""
 
     tp: tuple[int, ...] | None = None
     pp: int | None = None
+    attention_dp: int | None = None
+    moe_tp: int | None = None
+    ep: int | None = None
+
+    @property
+    def asked(self) -> bool:
+        """Any deployment flag beyond --expert-parallel alone on a plain kernel table."""
+        return bool(self.tp or self.pp or self.attention_dp or self.moe_tp)
+
+    def at(self, tp: int | None = None):
+        from estimator.serve.parallel import Parallelism
+
+        if not self.tp:  # --tp not given: --expert-parallel alone may still mean attention DP
+            tp = None
+        given = tp if tp is not None else (self.tp[0] if self.tp else None)
+        return Parallelism.from_flags(given, self.attention_dp, self.moe_tp, self.ep, self.pp)
 
 
 @dataclass(frozen=True)
@@ -179,19 +204,24 @@ class Options:
 
     @property
     def precision(self) -> str | None:
-        return self.pricing.precision
+        """The first GPU's precision (--precision, else the checkpoint's where that GPU runs it)."""
+        return self.gpus[0].pricing.precision if self.gpus else self.pricing.precision
 
     @property
     def roofline(self) -> bool:
         return self.pricing.roofline
 
-    def steps_options(self, tp: int):
-        """estimator.serve.steps.Options of the serving mode on the first GPU at tensor parallelism `tp`."""
+    def steps_options(self, tp: int, gpu: Gpu | None = None):
+        """estimator.serve.steps.Options of the serving mode on `gpu` (default the first) at attention
+        tensor parallelism `tp`, with the rest of the split the flags give (Parallel.at)."""
         from estimator.serve.frameworks import framework
         from estimator.serve.steps import Options as StepsOptions
 
-        return StepsOptions(self.hw, tp, self.precision, self.serving.kv_precision, self.gpu.pricing.pipeline,
-                            framework(self.serving.framework or "trtllm"), tiling=not self.roofline)
+        gpu = gpu or self.gpu
+        parallel = self.parallel.at(tp)
+        return StepsOptions(gpu.hw, parallel.tp, gpu.pricing.precision, self.serving.kv_precision,
+                            gpu.pricing.pipeline, framework(self.serving.framework or "trtllm"),
+                            tiling=not self.roofline, parallel=parallel)
 
 
 def parse_dims(items: list[str]) -> dict[str, int]:
@@ -281,8 +311,40 @@ def _gpus(a: Any, base: EstimateOptions) -> tuple[Gpu, ...]:
     for arch in parse_archs(a.arch):
         hw = hwdesc.load(resolve_arch(arch))  # "host": this machine, measured once and cached
         pipeline = pipeline_of(a.fusion, a.pipeline, hw.family)
-        gpus.append(Gpu(arch, hw, dataclasses.replace(base, pipeline=pipeline)))
+        precision = base.precision if a.precision else supported_default(base.precision, hw)
+        gpus.append(Gpu(arch, hw, dataclasses.replace(base, pipeline=pipeline, precision=precision)))
     return tuple(gpus)
+
+
+def default_precision(a: Any) -> str | None:
+    """The precision when --precision is not given: the checkpoint's own (a bundled LLM's published
+    dtype; --hf-config's quantization_config / torch_dtype: estimator/frontends/checkpoint_precision.py),
+    else None (the graph's dtypes). Not under --validate, which runs the graph as built."""
+    if a.precision or a.validate:
+        return a.precision
+    if a.model_name:
+        from estimator.frontends.checkpoint_precision import bundled_precision
+
+        return bundled_precision(a.model_name)
+    if a.hf_config:
+        from estimator.frontends.hf_config import load_precision
+
+        return load_precision(a.hf_config)
+    return None
+
+
+def supported_default(precision: str | None, hw) -> str | None:
+    """A default precision on `hw`: itself when the GPU has its tensor cores, else bf16 when it has those
+    (an fp8 checkpoint on an A100 runs as bf16 there), else the graph's dtypes (None)."""
+    from estimator.precision import PrecisionError, check_precision
+
+    for p in (precision, "bf16") if precision else ():
+        try:
+            check_precision(p, hw)
+            return p
+        except PrecisionError:
+            continue
+    return None
 
 
 def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
@@ -304,11 +366,13 @@ def from_args(a: Any) -> Options:
     """The Options of a parsed command line (`a`: the argparse Namespace of estimator/cli/main.py)."""
     from estimator.estimate import EstimateOptions
 
+    par = Parallel(parse_tps(a.tp), a.pp, a.attention_dp, a.moe_tp, a.expert_parallel)
+    split = par.at() if (a.expert_parallel or a.attention_dp or a.moe_tp) else None
     model = Model(a.model_path, a.model_name, a.hf_config, a.decode, a.kv_cache, a.torch, a.save_mlir,
-                  a.expert_parallel)
+                  a.expert_parallel, split)
     dims = MappingProxyType(parse_dims(a.dim))
     serving, sweeps = _serving(a)
-    base = EstimateOptions(precision=a.precision, roofline=a.roofline, warm_inputs=a.warm_inputs,
+    base = EstimateOptions(precision=default_precision(a), roofline=a.roofline, warm_inputs=a.warm_inputs,
                            strict=a.strict, verify_each=a.verify_each)
     validation = Validation(a.validate, a.ep, a.runs, a.calibrate_host)
     # --calibrate-host alone measures this machine and needs no GPU (nor `--arch host` measured first)
@@ -324,7 +388,7 @@ def from_args(a: Any) -> Options:
         output=Output(a.json, a.symbolic, a.top),
         reports=Reports(a.recommend, only, a.recommend_threshold, a.report, a.trace, a.roofline_plot,
                         a.breakdown_plot),
-        parallel=Parallel(parse_tps(a.tp), a.pp),
+        parallel=par,
         serving=serving,
         study=Study(sweeps, a.crossover, a.csv, a.plot, a.plot_stack),
         validation=validation,

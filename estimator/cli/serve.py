@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tp", metavar="N[,N...]", help="tensor-parallel size (a comma list with --serve --sweep)"
     )
     g.add_argument("--pp", type=int, metavar="N", help="pipeline-parallel stages (layers split across GPUs)")
+    g.add_argument("--attention-dp", dest="attention_dp", type=int, metavar="N",
+                   help="attention data parallelism: N attention replicas, each with its own batch and KV "
+                        "cache, the MoE layers shared (GPUs = tp x attention-dp x pp)")
+    g.add_argument("--moe-tp", dest="moe_tp", type=int, metavar="N",
+                   help="MoE tensor parallelism (moe-tp x expert-parallel = tp x attention-dp)")
     g.add_argument("--memory", action="store_true", help="print the per-GPU memory breakdown and KV capacity")
     g.add_argument(
         "--serve", metavar="isl=I,osl=O,concurrency=C[,rounds=R]",
@@ -53,15 +58,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(opts: Options) -> int | None:
-    if not (opts.parallel.tp or opts.parallel.pp or opts.serving.asked):
+    if not (opts.parallel.asked or opts.serving.asked):
         return None
     tps = opts.parallel.tp or (1,)
     reports = report_mode.requested(opts)  # --recommend/--report/--trace on this mode's step
     if opts.parallel.pp is not None and opts.parallel.pp < 1:
         raise UsageError(f"--pp {opts.parallel.pp}: the number of stages must be a positive integer")
     if len(opts.gpus) > 1:
-        raise UsageError("--tp, --pp, --serve and --memory take one GPU in --arch (a comma list of GPUs "
-                         "is the sweep mode's)")
+        if opts.serving.workload and not reports and opts.serving.concurrency is None and len(tps) == 1:
+            return _side_by_side(opts, tps[0])
+        raise UsageError("a comma list of GPUs in --arch goes with one --serve point (no --sweep, "
+                         "--recommend, --report or --trace; one --tp), or the sweep mode")
     if opts.serving.workload or opts.serving.memory:
         return _deploy(opts, tps, reports)
     if opts.serving.kv_precision or opts.serving.framework:
@@ -106,8 +113,7 @@ def _sharded_table(opts: Options, tp: int, reports: bool) -> int:
         result = estimate(sharded_graph, hw, pricing, dims=dims)
     if opts.output.json:
         out = to_json(result)
-        out["parallel"] = {"tp": tp, "pp": pp or 1, "ep": opts.model.expert_parallel or 1,
-                           "decisions": decisions}
+        out["parallel"] = {**opts.parallel.at(tp).to_json(), "decisions": decisions}
         if stages is not None:
             out["pipeline_stages"] = stages.report(result)
         if ctx is not None:
@@ -161,17 +167,18 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
     from estimator.serve.deploy import smallest_fitting_tp
     from estimator.serve.summary import memory_text, serve_text
 
-    name, precision = opts.model.name, opts.precision
-    mem, tp = dep.memory, dep.opts.tp
+    name, precision = opts.model.name, dep.opts.precision
+    mem, tp, par = dep.memory, dep.opts.tp, dep.parallel
     fits = mem.fits(work.isl, work.osl)
     finding = smallest = None
     if not fits:
         better = smallest_fitting_tp(name, dep.opts, work)
         smallest = {"tp": better} if better else {}
         finding = (
-            f"{name} does not fit on {tp} x {dep.opts.hw.name} at {precision or 'graph'} precision: "
-            f"{mem.weights_bytes / 1e9:.1f} GB of weights, {mem.non_kv_bytes / 1e9:.1f} GB per GPU "
-            f"before any KV cache, on {mem.device_bytes / 1e9:.1f} GB; "
+            f"{name} does not fit on {par.gpus} x {dep.opts.hw.name} ({par.label()}) at "
+            f"{precision or 'graph'} precision: {mem.weights_bytes / 1e9:.1f} GB of weights, "
+            f"{mem.non_kv_bytes / 1e9:.1f} GB per GPU before any KV cache, "
+            f"on {mem.device_bytes / 1e9:.1f} GB; "
             + (f"smallest fit: --tp {better}" if better else "smallest fit: none up to the NVLink domain")
         )
         if result is not None:
@@ -201,15 +208,18 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
             out["memory"]["smallest_fit"] = smallest
         if result is not None:
             out["serve"] = result.to_json()
-        out["parallel"] = {"tp": tp, "pp": 1, "decisions": list(dep.steps.decisions)}
+        out["parallel"] = {**par.to_json(), "decisions": list(dep.steps.decisions)}
         if rep is not None:
             report_mode.add_json(out, recs, found)
         print(jsonout.dumps(stamped(out), indent=1))
         serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
         return 0
+    from estimator.precision import DEPLOYED
+
+    kv = opts.serving.kv_precision or (DEPLOYED[precision][1] if precision in DEPLOYED else precision)
     title = (
-        f"serving {name} on {tp} x {dep.opts.hw.name} (tp {tp}), precision "
-        f"{precision or 'graph'}, KV {opts.serving.kv_precision or precision or 'graph'}, "
+        f"serving {name} on {par.gpus} x {dep.opts.hw.name} ({par.label()}), precision "
+        f"{precision or 'graph'}, KV {kv or 'graph'}, "
         f"{dep.framework.display_name}"
     )
     if result is not None:
@@ -224,9 +234,13 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         print()
         print(
             f"decode step at batch {result.decode.batch}, past_seq {work.isl + work.osl // 2} "
-            f"(one GPU of {tp}):"
+            f"(one GPU of {par.gpus}):"
         )
         print(to_table(table, opts.output.top))
+        from estimator.report.table import collectives_text
+
+        print()
+        print("\n".join(collectives_text(table)))
     if recs is not None:
         print(report_mode.format_recommendations(recs, found, rep.total_s, opts.reports.threshold))
     if opts.fusion.explain:
@@ -234,6 +248,60 @@ def _print_point(opts: Options, dep, work, result, reports: bool, pareto: str | 
         print("\n".join(f"  {d}" for d in dep.steps.decisions) or "  none (tp 1)")
     serve_report.write_outputs(opts, rep, recs, found, work, result, pareto)
     return 0
+
+
+def _side_by_side(opts: Options, tp: int) -> int:
+    """`--serve` on every GPU of a comma list in --arch: the same model, workload, deployment and
+    framework, one column a GPU (each at its precision: --precision, else the checkpoint's where the GPU
+    runs it)."""
+    from estimator.serve.deploy import Deployment
+
+    if not opts.model.name:
+        raise UsageError("--serve needs a bundled decoder model (--model NAME, see --list-models)")
+    work = opts.serving.workload
+    cols = []
+    for gpu in opts.gpus:
+        dep = Deployment.build(opts.model.name, opts.steps_options(tp, gpu))
+        cols.append((gpu, dep, dep.serve(work)))
+    if opts.output.json:
+        out = {"arch": [g.arch for g, _, _ in cols], "serve_by_arch": {}}
+        for gpu, dep, r in cols:
+            fits = dep.memory.fits(work.isl, work.osl)
+            item = {"precision": dep.opts.precision or "graph", "parallel": dep.parallel.to_json(),
+                    "memory": {**dep.memory.to_json(), "fits": fits}}
+            item["serve"] = r.to_json()
+            out["serve_by_arch"][gpu.arch] = item
+        print(jsonout.dumps(stamped(out), indent=1))
+        return 0
+    print(f"serving {opts.model.name} ({cols[0][1].parallel.label()}), isl {work.isl}, osl {work.osl}, "
+          f"concurrency {work.concurrency}, {cols[0][1].framework.display_name}")
+    print(side_by_side_text(cols, work))
+    return 0
+
+
+
+
+def side_by_side_text(cols, work) -> str:
+    """One row a figure, one column a GPU."""
+    def ms(x):
+        return "-" if x != x else f"{x * 1e3:,.2f} ms"
+
+    rows = [("GPU", [f"{d.parallel.gpus} x {g.arch}" for g, d, _ in cols]),
+            ("precision", [d.opts.precision or "graph" for _, d, _ in cols]),
+            ("fits", ["yes" if r.fits else "NO" for _, _, r in cols]),
+            ("TTFT", [ms(r.ttft_s) for _, _, r in cols]),
+            ("TPOT", [ms(r.tpot_s) for _, _, r in cols]),
+            ("E2E", ["-" if r.e2e_s != r.e2e_s else f"{r.e2e_s:,.2f} s" for _, _, r in cols]),
+            ("tokens/s", [f"{r.tokens_per_s:,.0f}" for _, _, r in cols]),
+            ("tokens/s/GPU", [f"{r.tokens_per_s_per_gpu:,.0f}" for _, _, r in cols]),
+            ("tokens/s/user", [f"{r.tokens_per_s_per_user:,.1f}" for _, _, r in cols]),
+            ("admitted", [str(r.admitted) for _, _, r in cols]),
+            ("decode step", [ms(r.decode.step_s) if r.decode else "-" for _, _, r in cols]),
+            ("prefill step", [ms(r.prefill.step_s) if r.prefill else "-" for _, _, r in cols]),
+            ("weights/GPU", [f"{d.memory.weights_bytes / 1e9:,.1f} GB" for _, d, _ in cols]),
+            ("KV capacity", [f"{d.memory.kv_capacity_tokens:,} tokens" for _, d, _ in cols])]
+    width = max(12, *(len(c) for _, vals in rows for c in vals))
+    return "\n".join(f"  {name:<14}" + "".join(f"{v:>{width + 2}}" for v in vals) for name, vals in rows)
 
 
 def _sweep(opts: Options, tps: tuple[int, ...], work, concurrencies: tuple[int, ...]) -> int:

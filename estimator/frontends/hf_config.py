@@ -219,14 +219,24 @@ def _checked(cfg: DecoderConfig, model_type: str) -> DecoderConfig:
     return cfg
 
 
-def load(path: str | Path) -> DecoderConfig:
+def _read(path: str | Path) -> Any:
     try:
-        data = loads(read_bytes(str(path), CONFIG_BYTES), str(path))
+        return loads(read_bytes(str(path), CONFIG_BYTES), str(path))
     except OSError as exc:
         raise HfConfigError(f"cannot read {path}: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise HfConfigError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    return decoder_config(data)
+
+
+def load(path: str | Path) -> DecoderConfig:
+    return decoder_config(_read(path))
+
+
+def load_precision(path: str | Path) -> str | None:
+    """The checkpoint's precision of the config.json at `path` (frontends/checkpoint_precision.py)."""
+    from estimator.frontends.checkpoint_precision import checkpoint_precision
+
+    return checkpoint_precision(_read(path))
 
 
 def build_graph(cfg: DecoderConfig, decode: bool = False, name: str = "hf-config", kv_cache: bool = True):

@@ -156,7 +156,45 @@ def _header(result: Result) -> list[str]:
         f"total estimate {show(t['estimate_s'], 's')}   bound {show(t['bound_s'], 's')}",
         f"model FLOPs {show(t['flops'])}   DRAM bytes {show(t['dram_bytes'])}   "
         f"weight bytes {show(t['weight_bytes'])}",
+        *_fp32_note(result),
     ]
+
+
+def collectives_text(result: Result) -> list[str]:
+    """Every collective kernel of `result` (tensor-parallel all-reduce, the lm_head's all-gather, the
+    all-to-all of expert parallelism, attention DP's all-gather / reduce-scatter), one line per op,
+    message and group, with its calls and time: the deployment's communication at a glance."""
+    rows: dict[tuple, list] = {}
+    for p in result.kernels:
+        comm = getattr(p.timing, "comm", None)
+        if p.kernel.kind != "communication" or not comm:
+            continue
+        key = (comm.get("op"), _num(comm.get("bytes")), comm.get("group"), comm.get("algorithm"))
+        row = rows.setdefault(key, [0, 0.0])
+        row[0] += 1
+        row[1] += _num(p.timing.estimate_s) or 0.0
+    if not rows:
+        return ["collectives: none (one GPU)"]
+    lines = ["collectives (op, message, GPUs, algorithm: calls, each, total):"]
+    for (op, nbytes, group, algo), (calls, total) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        units = ((2**20, "MiB"), (2**10, "KiB"), (1, "B"))
+        size = "?" if nbytes is None else next(f"{nbytes / f:.4g} {u}" for f, u in units
+                                               if nbytes >= f or f == 1)
+        lines.append(f"  {op:<14}{size:>10} x{group:<4}{str(algo or '-'):<18}{calls:>5} calls  "
+                     f"{show(total / calls, 's'):>9} each  {show(total, 's'):>9}")
+    return lines
+
+
+def _fp32_note(result: Result) -> list[str]:
+    """One line when an fp32 graph (its dtypes kept) is priced for a GPU with tensor cores."""
+    if result.precision != "graph" or not result.hw.tensor_flops_per_s:
+        return []
+    tensors = result.graph.tensors.values()
+    fp32 = any(t.is_weight and t.dtype == "fp32" and (t.rank or 0) >= 2 for t in tensors)
+    if not fp32:
+        return []
+    return ["note: the graph is fp32 (its GEMMs priced on CUDA cores); serving engines (TensorRT-LLM, vLLM, "
+            "SGLang) run LLMs in bf16 or lower: --precision bf16"]
 
 
 def _table(rows: list[list[str]], align: str) -> list[str]:

@@ -9,6 +9,7 @@ first whose memory plan holds one sequence.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -30,20 +31,42 @@ class Deployment:
     @classmethod
     def build(cls, model: str, opts: Options, fold: bool = True) -> Deployment:
         steps = model_steps(model, opts, fold_layers=fold)
-        memory = plan_memory(opts.hw, opts.framework, opts.tp, steps.weights_bytes, steps.kv_per_token,
-                             steps.activations)
+        memory = plan_memory(opts.hw, opts.framework, opts.parallel.moe_group, steps.weights_bytes,
+                             steps.kv_per_token, steps.activations)
         return cls(model, opts, steps, memory)
 
     @property
     def framework(self) -> Framework:
         return self.opts.framework
 
+    @property
+    def parallel(self):
+        return self.opts.parallel
+
+    def rank_workload(self, work: Workload) -> Workload:
+        """What one attention-DP rank serves: its share of the concurrency (the whole under attention TP)."""
+        dp = self.parallel.attention_dp
+        return work if dp == 1 else replace(work, concurrency=max(1, math.ceil(work.concurrency / dp)))
+
     def serve(self, work: Workload) -> ServeResult:
-        return serve(self.steps, self.memory, self.framework, work, self.opts.tp)
+        """The serving metrics of `work`: one attention-DP rank serves its share of the concurrency (its
+        own batch and KV cache, estimator/serve/parallel.py); tokens/s adds the ranks, per GPU over all
+        tp x attention_dp GPUs."""
+        p = self.parallel
+        result = serve(self.steps, self.memory, self.framework, self.rank_workload(work), p.tp)
+        if p.attention_dp == 1:
+            return result
+        dp = p.attention_dp
+        notes = [*result.notes, f"attention DP {dp}: each rank serves {self.rank_workload(work).concurrency} "
+                 f"of the {work.concurrency} requests with its own batch and KV cache; tokens/s, admitted "
+                 f"and the KV capacity are the {dp} ranks' together (the memory below is one GPU's)"]
+        return replace(result, workload=work, gpus=p.tp * dp, tokens_per_s=result.tokens_per_s * dp,
+                       admitted=result.admitted * dp, kv_capacity_tokens=result.kv_capacity_tokens * dp,
+                       notes=notes)
 
     def prefetch(self, works: Sequence[Workload]) -> None:
         """Price the steps every workload's `serve` asks, in one pass (serving.prefetch)."""
-        prefetch(self.steps, self.memory, self.framework, works)
+        prefetch(self.steps, self.memory, self.framework, [self.rank_workload(w) for w in works])
 
     def serve_many(self, works: Sequence[Workload]) -> list[ServeResult]:
         """`serve` of every workload, their steps priced first in one pass."""
@@ -57,8 +80,8 @@ class Deployment:
         from estimator.serve.steps import bundled_config, imported
         from passes.shard_tp import shard_tp
 
-        base = self.model.removesuffix("-decode")
-        return shard_tp(imported(base, bundled_config(base)[2])[0], self.opts.tp).graph
+        base, p = self.model.removesuffix("-decode"), self.parallel
+        return shard_tp(imported(base, bundled_config(base)[2], p.ep, p.attention_dp, p.tp)[0], p.tp).graph
 
     @property
     def pricing(self):
@@ -91,7 +114,7 @@ def smallest_fitting_tp(model: str, opts: Options, work: Workload) -> int | None
     domain = getattr(getattr(opts.hw, "interconnect", None), "nvlink_domain_gpus", None) or 8
     for tp in (t for t in TP_CANDIDATES if opts.tp < t <= max(domain, 8)):
         try:
-            dep = Deployment.build(model, replace(opts, tp=tp))
+            dep = Deployment.build(model, opts.with_tp(tp))
         except Exception:  # noqa: BLE001  (a TP that cannot shard this model is skipped)
             continue
         if dep.memory.fits(work.isl, work.osl):

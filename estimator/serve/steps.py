@@ -43,6 +43,7 @@ from estimator.precision import apply_precision, check_precision
 from estimator.serve.frameworks import Framework
 from estimator.serve.liveness import Liveness, cache_tensors, liveness
 from estimator.serve.memory import kv_bytes_per_token
+from estimator.serve.parallel import Parallelism
 from estimator.serve.step_points import StepPoints
 from hwdesc import HardwareDescriptor
 from passes.last_token_logits import last_token_logits
@@ -53,7 +54,9 @@ CONTEXT_KINDS = ("attention", "movement")  # decode kernels whose time grows wit
 
 @dataclass(frozen=True)
 class Options:
-    """How the deployment is priced (everything but the request stream)."""
+    """How the deployment is priced (everything but the request stream). `tp` is the attention TP;
+    `parallel` the whole split (estimator/serve/parallel.py; None: attention TP `tp` alone), its tp
+    equal to `tp`."""
 
     hw: HardwareDescriptor
     tp: int
@@ -62,6 +65,22 @@ class Options:
     pipeline: str
     framework: Framework
     tiling: bool = True
+    parallel: Parallelism | None = None
+
+    def __post_init__(self) -> None:
+        if self.parallel is None:
+            object.__setattr__(self, "parallel", Parallelism(tp=self.tp))
+        elif self.parallel.tp != self.tp:
+            raise ValueError(f"Options: tp {self.tp} differs from the parallelism's {self.parallel.label()}")
+
+    def with_tp(self, tp: int) -> Options:
+        """These options at attention TP `tp`, the MoE split kept where it still divides (else MoE-TP)."""
+        p = self.parallel
+        try:
+            parallel = replace(p, tp=tp, moe_tp=None)
+        except UserError:
+            parallel = replace(p, tp=tp, moe_tp=None, ep=None)
+        return replace(self, tp=tp, parallel=parallel)
 
 
 @dataclass
@@ -212,17 +231,20 @@ def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
     layers = found[2]
     depths = fold_depths(found[1], layers) if fold_layers else [(layers, 1)]
     variants, decisions = [], ()
+    p = opts.parallel
     for n, weight in depths:
-        decode, prefill = imported(base, n)
+        decode, prefill = imported(base, n, p.ep, p.attention_dp, p.tp)
         v, decisions = sharded_variant(decode, prefill, opts.tp, weight)
         variants.append(v)
     return Steps(variants, opts, decisions, layers)
 
 
 @functools.lru_cache(maxsize=8)
-def imported(base: str, layers: int) -> tuple[Graph, Graph]:
-    """The (decode, prefill) graphs of bundled model `base` built with `layers` layers, imported once
-    per process (they do not depend on the GPU, the TP size or the framework; passes never mutate)."""
+def imported(base: str, layers: int, ep: int = 1, attention_dp: int = 1, tp: int = 1) -> tuple[Graph, Graph]:
+    """The (decode, prefill) graphs of bundled model `base` built with `layers` layers and one GPU's MoE
+    share under expert parallelism `ep` / attention DP `attention_dp` (Parallelism.config; `tp` only
+    checks the split: attention TP is shard_tp's), imported once per process (they do not depend on the
+    GPU or the framework; passes never mutate)."""
     build, cfg, _ = bundled_config(base)
-    c = replace(cfg, num_layers=layers)
+    c = Parallelism(tp=tp, attention_dp=attention_dp, ep=ep).config(replace(cfg, num_layers=layers))
     return import_model(build(base + "-decode", c, "decode")), import_model(build(base, c, "prefill"))

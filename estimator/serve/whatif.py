@@ -52,7 +52,7 @@ class Serving:
             return self.deployment
         if tp not in self._deployments:
             try:
-                self._deployments[tp] = Deployment.build(self.model, replace(self.opts, tp=tp))
+                self._deployments[tp] = Deployment.build(self.model, self.opts.with_tp(tp))
             except UserError:  # e.g. heads not divisible by tp: not a candidate
                 self._deployments[tp] = None
         return self._deployments[tp]
