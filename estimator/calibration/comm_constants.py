@@ -51,7 +51,8 @@ def _line(line: dict) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def block(consts: dict, family: str, fitted_on: str = "", command: str = "", carried: bool = False) -> str:
+def block(consts: dict, family: str, fitted_on: str = "", command: str = "", carried: bool = False,
+          kept: tuple[str, ...] = ()) -> str:
     """The top-level `collectives:` group text of the family file of `family`: fitted on its own GPU's
     tables, or (`carried`) the Hopper fit carried over, the NVLS lines scaled by nvlsEfficiency."""
     scale = NVLS_EFFICIENCY.get(family, NVLS_EFFICIENCY["hopper"]) / NVLS_EFFICIENCY["hopper"]
@@ -75,6 +76,8 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "", car
     nvls["bus_efficiency"] = min(nvls["bus_efficiency"] * scale, 2.0)
     lines.append(f"  nvls: {_line(nvls)}")
     lines.append("  custom:")
+    if kept:
+        lines.append(f"    # not fitted here ({', '.join(kept)}): the table's frameworks never run it; kept as it was")
     for name, line in consts["custom"].items():
         if name == "multimem":  # NVLink SHARP too: the same carry-over as NVLS
             line = {**line, "bus_efficiency": min(line["bus_efficiency"] * scale, 2.0)}
@@ -83,12 +86,12 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "", car
 
 
 def write(consts: dict, directory: Path, fitted_on: str = "", command: str = "",
-          family: str = "hopper") -> list[str]:
+          family: str = "hopper", kept: tuple[str, ...] = ()) -> list[str]:
     """Replace `collectives` in the family file of `family` (the GPU fitted) under `directory`/families;
     a Hopper fit also rewrites every other family file whose `collectives` is the Hopper fit carried over
     (its source says so; a family with its own fit, or none, is left alone: hwdesc/family.py lets a
     family without one inherit its parent's). Returns the file names written. `fitted_on` and `command`
-    (both or neither) go into the fitted family's group."""
+    (both or neither) go into the fitted family's group; `kept` names its custom kernels not fitted."""
     done = []
     for path in sorted((directory / "families").glob("*.yaml")):
         text = path.read_text()
@@ -98,7 +101,8 @@ def write(consts: dict, directory: Path, fitted_on: str = "", command: str = "",
         carried = path.stem != family and family == "hopper" and "not fitted on" in found.group(0)
         if path.stem != family and not carried:
             continue
-        group = block(consts, path.stem, fitted_on, command, carried=carried)
+        group = block(consts, path.stem, fitted_on, command, carried=carried,
+                      kept=() if carried else kept)
         path.write_text(text[:found.start()] + group + text[found.end():])
         done.append(f"families/{path.name}")
     return done

@@ -1,9 +1,20 @@
-"""Fit the collective model's constants on the H100 tables and print the fit; `--write` puts them into
-the family files' `collectives` (hwdesc/families/hopper.yaml, and carried over to blackwell.yaml; the other
-families inherit Hopper's) and the framework overheads into
+"""Fit the collective model's constants on a GPU's tables and print the fit; `--write` puts them into
+the --arch GPU's family file `collectives` (hwdesc/families/hopper.yaml from the H100 tables,
+blackwell.yaml from the B200 tables; a family without a fit of its own inherits or carries Hopper's) and,
+from a table holding every framework's rows (H100's), the framework overheads into
 estimator/pricing/custom_allreduce.yaml.
 
-    estimate calibrate --comm [--data ../shared/calibration/h100_sxm] [--write] [--keep-nccl]
+    estimate calibrate --comm [--data ../shared/calibration/h100_sxm] [--arch h100-sxm] [--write]
+                              [--keep-nccl] [--comm-split]
+    estimate calibrate --comm --arch b200 --data ../shared/calibration/b200_sxm --comm-split --write
+
+`--comm-split`: fit on every other message size of each curve (fit_mask), print the residuals of the
+fitted rows and of the disjoint rest (the check). The constants are mechanisms, not rows: per op and
+protocol a latency floor (alpha_s, the launch and first step), a per-ring-step latency (step_s, times
+the steps of the op at the GPU count) and a bus efficiency at 2, 4 and 8 GPUs (a fraction of the
+descriptor's own NVLink bandwidth); the NVLS line; the per-peer LL threshold of the p2p kernels; the
+custom kernels' lines. So they carry to every SKU of the family through its descriptor (GB200, B300
+from B200: link bandwidth, NVLink domain, SHARP).
 
 Tables (serving.md section 0): nccl.csv.gz (nccl-tests, no CUDA graph: 4 ops x {half, int8} x {2, 4, 8}
 GPUs x 21 sizes; `message_elements` is the total buffer) and custom_allreduce.csv.gz (bf16 custom
@@ -21,8 +32,10 @@ efficiencies, minimizing the sum over group sizes of the median plus the 90th pe
      simple_wide lines, and the per-peer LL threshold, the candidate of P2P_LL_CANDIDATES that fits best;
   2. custom all-reduce: one-shot, two-shot (efficiency at 2/4/8 GPUs) and multimem kernels (alpha_s,
      step_s, efficiency), each framework's graph_overhead_s and eager host times (by group size, and
-     for the routes after the first), with each framework's choice (custom_allreduce.yaml routes) and
-     the stage-1 NCCL lines where a framework falls back to NCCL.
+     for the routes after the first), with each framework's choice (custom_allreduce.yaml routes, the
+     GPU family's where the framework has its own: TensorRT-LLM on Blackwell) and the stage-1 NCCL
+     lines where a framework falls back to NCCL. A table with some frameworks only (B200's: TensorRT-LLM
+     under CUDA graphs) fits the kernels those frameworks run, the overheads kept (fit_kernels_only).
 The estimator never reads these tables.
 """
 
@@ -487,7 +500,8 @@ def run(args: CommFit) -> int:
     for op, protos in consts["nccl"].items():
         for p, line in protos.items():
             print(f"nccl {op} {p}: {line}")
-    print(f"nvls: {consts['nvls']}\ncustom: {consts['custom']}\nframeworks: {over or 'kept (not fitted here)'}")
+    print(f"p2p_ll_max_bytes_per_peer: {consts.get('p2p_ll_max_bytes_per_peer')}\nnvls: {consts['nvls']}\n"
+          f"custom: {consts['custom']}\nframeworks: {over or 'kept (not fitted here)'}")
     est = np.zeros(len(nccl_rows["t"]))
     for raw, op in OPS.items():
         sel = nccl_rows["op_name"] == raw
@@ -507,9 +521,13 @@ def run(args: CommFit) -> int:
             data = str(args.data)
         extra = (f" --arch {args.arch}" if args.arch != "h100-sxm" else "") + (
             " --comm-split" if args.split else "")
+        fws = collectives.frameworks()
+        used = {k for _, name, _, _ in _parts(custom_rows) for r in fws[name].routes_for(hw.family)
+                for k in r.kernels}
+        kept = () if over else tuple(k for k in consts["custom"] if k not in used)
         print("wrote " + ", ".join(comm_constants.write(
             consts, hwdesc.bundled_dir(), fitted_on=f"{data}/nccl.csv.gz, custom_allreduce.csv.gz",
-            command=f"estimate calibrate --comm{extra} --data {data} --write", family=hw.family)))
+            command=f"estimate calibrate --comm{extra} --data {data} --write", family=hw.family, kept=kept)))
         if over:
             write_frameworks(over)
             print(f"wrote {collectives.FRAMEWORKS_FILE.name}")

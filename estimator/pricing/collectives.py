@@ -26,8 +26,9 @@ s = nbytes / g for an all-to-all (nccl-tests' size is a rank's whole buffer, its
 A send is one such transfer (ncclSend runs the same p2p kernel), on the 2-GPU lines.
 
 A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
-estimator/pricing/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
-admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
+estimator/pricing/custom_allreduce.yaml (the GPU family's own where the framework lists one: TensorRT-LLM's
+SM100 strategy table on Blackwell), tried in order, the first whose size limit (per group size) admits
+the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
     one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)        (push to every peer)
     two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta(g) * link)  (reduce-scatter + gather)
     multimem  t = alpha + (g-1) * step + nbytes / (eta * link)                (symmetric memory on NVLS)
