@@ -28,7 +28,8 @@ L2 (estimator/calibration/tables.py). `--sample N` prices a seeded sample of N r
 Speed: without --warm-inputs a kernel table's graph is estimated once with its dims free, and every row
 is priced at once at its dims as `--sweep` prices points (estimator/study/sweep.py: the pricing core on
 arrays, each row's own tile, estimator/pricing/points.py), the same numbers as estimate() row by row
-(tests/test_validate_tables.py); so every table of a folder takes seconds. With --warm-inputs (L2
+(tests/test_validate_tables.py; the block-scaled fp8 rows to 1e-4: their scales are a graph input
+there); so every table of a folder takes seconds. With --warm-inputs (L2
 residency is not modelled at points) and for the collectives each distinct row is estimated alone.
 
 A table is one `TableSpec` in TABLES: its file, its rows, its regimes and how its rows are priced
@@ -279,20 +280,24 @@ def _gemm_variants(table: str) -> Variants:
 
 
 def _attention_variants(table: str) -> Variants:
-    """One variant per (attn_dtype, kv_cache_dtype, head_dim): the head size is bound in the graph (it
-    picks the kernel family and its tiles: a head size no tile takes is priced another way), the batch,
-    length and head counts are the swept dims."""
+    """One variant per (attn_dtype, kv_cache_dtype), and for context per head_dim too: a prefill head size
+    picks the kernel's tiles, and one no tile takes is priced another way (a bound head size keeps each
+    row's); decode takes its kernel per row at any head size. Batch, length and head counts are the
+    swept dims."""
     def variants(rows: dict):
-        lengths = "isl" if table == "context" else "step"
-        names = ("b", "s" if table == "context" else "step", "h", "kv")
-        values = [rows["batch_size"], rows[lengths], rows["num_heads"], rows["num_key_value_heads"]]
-        build = kernel_graphs.context_attention if table == "context" else kernel_graphs.generation_attention
+        context = table == "context"
+        names = ("b", "s" if context else "step", "h", "kv") + (() if context else ("d",))
+        values = [rows["batch_size"], rows["isl" if context else "step"], rows["num_heads"],
+                  rows["num_key_value_heads"]] + ([] if context else [rows["head_dim"]])
+        build = kernel_graphs.context_attention if context else kernel_graphs.generation_attention
         for adt in np.unique(rows["attn_dtype"]):
             for kvdt in np.unique(rows["kv_cache_dtype"]):
-                for d in np.unique(rows["head_dim"]):
-                    mask = (rows["attn_dtype"] == adt) & (rows["kv_cache_dtype"] == kvdt) & (rows["head_dim"] == d)
-                    retype = dict.fromkeys(kernel_graphs.fp8_tensors(table, str(adt), str(kvdt)), "fp8e4m3")
-                    yield mask, build(*names, int(d)), retype, dict(zip(names, values, strict=True))
+                retype = dict.fromkeys(kernel_graphs.fp8_tensors(table, str(adt), str(kvdt)), "fp8e4m3")
+                mask = (rows["attn_dtype"] == adt) & (rows["kv_cache_dtype"] == kvdt)
+                for d in np.unique(rows["head_dim"]) if context else ("d",):
+                    sub = mask & (rows["head_dim"] == d) if context else mask
+                    yield sub, build(*names[:4], int(d) if context else d), retype, dict(zip(names, values,
+                                                                                           strict=True))
     return variants
 
 
