@@ -43,7 +43,8 @@ def test_blackwell_has_its_own_collective_fit():
     B200, 6.2 on H100) and the bandwidth twice the link (64 MiB int8 over 8 GPUs: 255 us against 373)."""
     h100, b200 = hwdesc.load("h100-sxm"), hwdesc.load("b200")
     assert "B200" in b200.interconnect.collectives.source
-    small = [float(coll.collective_cost("AllReduce", 512, 2, hw, dtype="int8").estimate_s) for hw in (h100, b200)]
+    small = [float(coll.collective_cost("AllReduce", 512, 2, hw, dtype="int8").estimate_s)
+             for hw in (h100, b200)]
     assert small[1] > 1.4 * small[0]
     big = [float(coll.collective_cost("AllReduce", 64 * 2**20, 8, hw, dtype="int8").estimate_s)
            for hw in (h100, b200)]
@@ -204,9 +205,9 @@ def test_calibration_mirror_agrees_with_the_model_nccl(op, arch):
 
 
 @pytest.mark.parametrize(("framework", "graphed", "arch"),
-                         [("trtllm", True, "h100-sxm"), ("vllm", True, "h100-sxm"), ("vllm", False, "h100-sxm"),
-                          ("sglang", True, "h100-sxm"), ("sglang", False, "h100-sxm"), ("trtllm", True, "b200"),
-                          ("vllm", True, "b200")])
+                         [("trtllm", True, "h100-sxm"), ("vllm", True, "h100-sxm"),
+                          ("vllm", False, "h100-sxm"), ("sglang", True, "h100-sxm"),
+                          ("sglang", False, "h100-sxm"), ("trtllm", True, "b200"), ("vllm", True, "b200")])
 def test_calibration_mirror_agrees_with_the_model_frameworks(framework, graphed, arch):
     hw = hwdesc.load(arch)
     consts = _consts(hw)

@@ -40,9 +40,9 @@ def test_gemm_rows_at_points_equal_row_by_row(table):
 
 def test_attention_rows_at_points_equal_row_by_row():
     """Context rows of one head size and dtype (one graph), a batch and head counts of 1 among them."""
-    rows = _rows(batch_size=[1, 4, 2], isl=[2048, 128, 512], num_heads=[1, 32, 8], num_key_value_heads=[1, 8, 8],
-                 head_dim=[128, 128, 128], attn_dtype=["bfloat16"] * 3, kv_cache_dtype=["bfloat16"] * 3,
-                 step=[0, 0, 0])
+    rows = _rows(batch_size=[1, 4, 2], isl=[2048, 128, 512], num_heads=[1, 32, 8],
+                 num_key_value_heads=[1, 8, 8], head_dim=[128, 128, 128], attn_dtype=["bfloat16"] * 3,
+                 kv_cache_dtype=["bfloat16"] * 3, step=[0, 0, 0])
     (b1, e1), (b2, e2) = _both("context", rows)
     np.testing.assert_allclose(e1, e2, rtol=1e-9)
     np.testing.assert_allclose(b1, b2, rtol=1e-9)

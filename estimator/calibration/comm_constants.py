@@ -77,7 +77,8 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "", car
     lines.append(f"  nvls: {_line(nvls)}")
     lines.append("  custom:")
     if kept:
-        lines.append(f"    # not fitted here ({', '.join(kept)}): the table's frameworks never run it; kept as it was")
+        lines.append(f"    # not fitted here ({', '.join(kept)}): the table's frameworks never run it; "
+                     "kept as it was")
     for name, line in consts["custom"].items():
         if name == "multimem":  # NVLink SHARP too: the same carry-over as NVLS
             line = {**line, "bus_efficiency": min(line["bus_efficiency"] * scale, 2.0)}

@@ -359,8 +359,10 @@ def fit_kernels_only(rows: dict, nccl: dict, hw, link: float, parts: list) -> di
 
     def f(x):
         consts = unpack(x)
-        scores = [score(custom_times(consts, fws, name, graphed, rows["n"][sel], rows["bytes"][sel], hw, link),
-                        rows["t"][sel], rows["n"][sel]) for _, name, graphed, sel in parts]
+        scores = []
+        for _, name, graphed, sel in parts:
+            est = custom_times(consts, fws, name, graphed, rows["n"][sel], rows["bytes"][sel], hw, link)
+            scores.append(score(est, rows["t"][sel], rows["n"][sel]))
         return sum(scores) + max(scores)
 
     x0 = []
@@ -510,7 +512,7 @@ def run(args: CommFit) -> int:
     print("\n".join(_residuals("nccl.csv.gz", nccl_rows, est, ("op_name", "n"), nccl_fit)))
     fws = _with_overheads(collectives.frameworks(), over)
     est = np.zeros(len(custom_rows["t"]))
-    for src, name, graphed, sel in _parts(custom_rows):
+    for _, name, graphed, sel in _parts(custom_rows):
         est[sel] = custom_times(consts, fws, name, graphed, custom_rows["n"][sel], custom_rows["bytes"][sel],
                                 hw, link)
     print("\n".join(_residuals("custom_allreduce.csv.gz", custom_rows, est, ("kernel_source", "n"),

@@ -219,7 +219,8 @@ def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
             if mask.any():
                 graph = import_model(model)
                 for dtype in set(retype.values()):
-                    graph = kernel_graphs.retype(graph, tuple(t for t, d in retype.items() if d == dtype), dtype)
+                    names = tuple(t for t, d in retype.items() if d == dtype)
+                    graph = kernel_graphs.retype(graph, names, dtype)
                 bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()})
         return bound, est
     return price_rows
@@ -271,7 +272,8 @@ def _gemm_variants(table: str) -> Variants:
     def variants(rows: dict):
         dims = {"m": rows["m"], "n": rows["n"], "k": rows["k"]}
         if table == "gemm":
-            yield np.ones(len(rows["t"]), bool), kernel_graphs.gemm("m", "n", "k", weight_initializer=False), {}, dims
+            model = kernel_graphs.gemm("m", "n", "k", weight_initializer=False)
+            yield np.ones(len(rows["t"]), bool), model, {}, dims
             return
         for dtype in np.unique(rows["dtype"]):
             model, retype = fp8_gemm("m", "n", "k", 128 if dtype == "fp8_block" else 0)
@@ -302,7 +304,8 @@ def _attention_variants(table: str) -> Variants:
 
 
 for _name in GEMM_TABLES:
-    register(TableSpec(_name, "gemm.csv.gz", lambda d, t=_name: rows_of(d, t), lambda r, t=_name: regimes(t, r),
+    register(TableSpec(_name, "gemm.csv.gz", lambda d, t=_name: rows_of(d, t),
+                       lambda r, t=_name: regimes(t, r),
                        swept(_gemm_variants(_name), row_by_row(_kernel_key, _one_kernel_row(_name)))))
 for _name in ("context", "generation"):
     register(TableSpec(_name, f"{_name}_attention.csv.gz", lambda d, t=_name: rows_of(d, t),
@@ -388,7 +391,8 @@ def run(args: KernelCheck) -> int:
         check_data(args.data)
         tables = tuple(t for t, spec in TABLES.items() if (args.data / spec.file).is_file())
         if not tables:
-            raise UserError(f"--data {args.data}: no table of {', '.join(dict.fromkeys(s.file for s in TABLES.values()))}")
+            files = ", ".join(dict.fromkeys(s.file for s in TABLES.values()))
+            raise UserError(f"--data {args.data}: no table of {files}")
     check_data(args.data, *dict.fromkeys(TABLES[t].file for t in tables))
     hw = hwdesc.load(args.arch)
     results = []

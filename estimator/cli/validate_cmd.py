@@ -24,7 +24,6 @@ from pathlib import Path
 from estimator.errors import UserError
 
 
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one `error:` line, exit 2
         raise UserError(f"{self.prog}: {message}")
