@@ -156,6 +156,73 @@ def test_trtllm_takes_the_faster_of_oneshot_and_nccl():
     assert big.algorithm == "ring"
 
 
+def test_trtllm_on_blackwell_takes_its_sm100_routes():
+    """TensorRT-LLM's SM100 strategy table: the faster of one-shot and two-shot (and NCCL) up to 32 MiB at
+    8 GPUs (16 MiB at 2 and 4), NCCL above; on Hopper one-shot up to 8 MiB only."""
+    bw = dataclasses.replace(_hw(sharp=False, simple_only=True), family="blackwell")
+    over = coll.frameworks()["trtllm"].graph_overhead_s
+    mid = coll.collective_cost("AllReduce", 16 * MiB, 8, bw, framework="trtllm", graphed=True)
+    # two-shot: 10 + 7 * 0.5 us + overhead + 1.75 * 16 MiB / 200 GB/s = 13.5 us + 146.8 us;
+    # one-shot: 7 * 16 MiB / 200 GB/s = 587 us; ring: 5 + 14 us + 146.8 us
+    assert mid.algorithm == "twoshot"
+    assert close(mid.estimate_s, 10e-6 + 3.5e-6 + over + 1.75 * 16 * MiB / (0.5 * LINK))
+    hopper = coll.collective_cost("AllReduce", 16 * MiB, 8, _hw(sharp=False, simple_only=True),
+                                  framework="trtllm", graphed=True)
+    assert hopper.algorithm == "ring"  # beyond Hopper's 8 MiB: NCCL
+    assert close(hopper.estimate_s, 5e-6 + 14e-6 + 1.75 * 16 * MiB / (0.5 * LINK))
+    big = coll.collective_cost("AllReduce", 64 * MiB, 8, bw, framework="trtllm", graphed=True)
+    assert big.algorithm == "ring"  # beyond 32 MiB: NCCL on Blackwell too
+    two = coll.collective_cost("AllReduce", 32 * MiB, 2, bw, framework="trtllm", graphed=True)
+    assert two.algorithm == "ring"  # beyond 16 MiB at 2 GPUs
+
+
+# hwdesc/families/blackwell.yaml's all-reduce lines (alpha_s, step_s, bus efficiency at 2 / 4 / 8 GPUs)
+B200_AR_LL128 = (8.49e-06, 1.29e-06, (0.35, 0.365, 0.469))
+B200_AR_SIMPLE = (2.38e-05, 5.68e-07, (0.602, 0.667, 0.66))
+# LL128 at 8 GPUs, 1 MiB: 8.49 + 14 x 1.29 us + 1.75 x 1 MiB / (0.469 x 900 GB/s) = 8.49 + 18.06 + 4.347
+# = 30.90 us (Simple: 23.8 + 7.95 + 3.09 = 34.84 us; NVLS: 52 + 2.60 us); measured on B200: 30.1 us
+B200_AR_8GPU_1MIB_S = 30.897e-6
+
+
+def test_b200_all_reduce_by_hand_from_the_blackwell_constants():
+    """One B200 all-reduce priced by hand from hwdesc/families/blackwell.yaml (fitted on the B200 tables;
+    the link is the descriptor's NVLink 5, 900 GB/s per direction): 8 GPUs, 1 MiB of fp16, and 2 GPUs, 512
+    bytes. A refit changes these constants: update them here with it."""
+    hw = hwdesc.load("b200")
+    c = hw.interconnect.collectives
+    link = 900e9
+    assert hw.interconnect.link_bytes_per_s(8) == link
+    ll128, simple, nvls = c.nccl["all_reduce"]["ll128"], c.nccl["all_reduce"]["simple"], c.nvls
+    assert (ll128.alpha_s, ll128.step_s, ll128.bus_efficiency) == B200_AR_LL128
+    assert (simple.alpha_s, simple.step_s, simple.bus_efficiency) == B200_AR_SIMPLE
+    a, s, e = B200_AR_LL128
+    # ring LL128 at 8 GPUs: alpha + 14 steps + 2 * 7/8 * 1 MiB / (eta(8) * 900 GB/s)
+    expected = a + 14 * s + 1.75 * MiB / (e[2] * link)
+    got = coll.collective_cost("AllReduce", MiB, 8, hw, dtype="fp16")
+    lines = [x.alpha_s + 14 * x.step_s + 1.75 * MiB / (x.efficiency(8) * link)
+             for x in c.nccl["all_reduce"].values()]
+    assert close(got.estimate_s, min(*lines, nvls.alpha_s + MiB / (nvls.efficiency(8) * link)))
+    assert got.protocol == "LL128" and close(got.estimate_s, expected)
+    assert float(got.estimate_s) == pytest.approx(B200_AR_8GPU_1MIB_S, rel=1e-4)
+    tiny = coll.collective_cost("AllReduce", 512, 2, hw, dtype="fp16")
+    ll = c.nccl["all_reduce"]["ll"]
+    assert tiny.protocol == "LL"  # the latency floor: alpha + 2 steps, the bytes negligible
+    assert close(tiny.estimate_s, ll.alpha_s + 2 * ll.step_s + 512 / (ll.efficiency(2) * link))
+
+
+def test_blackwell_skus_share_the_family_constants_through_their_descriptors():
+    """GB200 and B300 take B200's fitted collective constants (no per-SKU tuning); what differs is the
+    descriptor: GB200's 72-GPU NVLink domain keeps a 16-GPU all-reduce on NVLink 5."""
+    b200, gb200, b300 = (hwdesc.load(n) for n in ("b200", "gb200", "b300"))
+    assert gb200.interconnect.collectives.nccl == b200.interconnect.collectives.nccl
+    assert b300.interconnect.collectives.custom == b200.interconnect.collectives.custom
+    on_nvl72 = coll.collective_cost("AllReduce", 64 * MiB, 16, gb200, dtype="bf16")
+    off_node = coll.collective_cost("AllReduce", 64 * MiB, 16, b200, dtype="bf16")
+    assert gb200.interconnect.link_bytes_per_s(16) == 900e9  # inside NVL72
+    assert b200.interconnect.link_bytes_per_s(16) == b200.interconnect.scaleout_bytes_per_s_per_gpu
+    assert float(on_nvl72.estimate_s) < float(off_node.estimate_s) / 5
+
+
 def test_vllm_routes_custom_then_symmetric_memory_then_nccl():
     hw = _hw(simple_only=True)
     over = coll.frameworks()["vllm"].graph_overhead_s

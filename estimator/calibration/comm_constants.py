@@ -6,9 +6,11 @@ The constants (estimator/calibration/fit_comm.py) are a nested dict:
      "nvls": {"alpha_s", "bus_efficiency", "min_gpus"},
      "p2p_ll_max_bytes_per_peer": bytes (optional; collectives._p2p),
      "custom": {"oneshot": {...}, "twoshot": {...}}}
-Latencies carry over to every GPU as they are; efficiencies are fractions of each GPU's own link, so the
-H100 fit carries over through the descriptor's bandwidth (NVLS: scaled by NCCL's nvlsEfficiency ratio,
-Blackwell 0.74 / Hopper 0.85, serving.md 1.2c).
+Latencies carry over to every GPU of the family as they are; efficiencies are fractions of each GPU's
+own link, so a family's fit carries over to its SKUs through the descriptor's bandwidth (B200's to GB200
+and B300). A family without a fit of its own may carry the H100 fit (NVLS scaled by NCCL's
+nvlsEfficiency ratio, Blackwell 0.74 / Hopper 0.85, serving.md 1.2c); a family fitted on its own tables
+(`estimate calibrate --comm --arch b200 --data ../shared/calibration/b200_sxm --write`) is written alone.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-SOURCE = ("estimate calibrate --comm on the H100 SXM NCCL and custom all-reduce tables; latencies as fitted, "
+SOURCE = ("estimate calibrate --comm on the {gpu} NCCL and custom all-reduce tables; latencies as fitted, "
           "bus efficiencies as fractions of the GPU's own link (so they carry over to each SKU of the family "
           "through its bandwidth)")
+FITTED_ON = {"hopper": "H100 SXM", "blackwell": "B200 SXM"}  # the GPU whose tables fit each family
 CARRIED = ("not fitted on a {family} GPU: the H100 fit (hwdesc/families/hopper.yaml) carried over by "
            "estimator/calibration/comm_constants.py, the NVLS and multimem bus efficiencies scaled by NCCL's "
            "nvlsEfficiency "
@@ -48,15 +51,19 @@ def _line(line: dict) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def block(consts: dict, family: str, fitted_on: str = "", command: str = "") -> str:
-    """The top-level `collectives:` group text of the family file of `family`."""
+def block(consts: dict, family: str, fitted_on: str = "", command: str = "", carried: bool = False,
+          kept: tuple[str, ...] = ()) -> str:
+    """The top-level `collectives:` group text of the family file of `family`: fitted on its own GPU's
+    tables, or (`carried`) the Hopper fit carried over, the NVLS lines scaled by nvlsEfficiency."""
     scale = NVLS_EFFICIENCY.get(family, NVLS_EFFICIENCY["hopper"]) / NVLS_EFFICIENCY["hopper"]
-    if family == "hopper" or scale == 1:
-        lines = ["collectives:", f"  source: \"{SOURCE}\""]
+    if not carried:
+        scale = 1.0
+        gpu = FITTED_ON.get(family, family.capitalize())
+        lines = ["collectives:", f"  source: \"{SOURCE.format(gpu=gpu)}\""]
         if fitted_on and command:
             lines += [f"  fitted_on: \"{fitted_on}\"", f"  command: \"{command}\""]
     else:
-        ratio = NVLS_EFFICIENCY[family]
+        ratio = NVLS_EFFICIENCY.get(family, NVLS_EFFICIENCY["hopper"])
         lines = ["collectives:", f"  source: \"{CARRIED.format(family=family.capitalize(), ratio=ratio)}\""]
     lines.append("  nccl:")
     for op, protos in consts["nccl"].items():
@@ -69,6 +76,9 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "") -> 
     nvls["bus_efficiency"] = min(nvls["bus_efficiency"] * scale, 2.0)
     lines.append(f"  nvls: {_line(nvls)}")
     lines.append("  custom:")
+    if kept:
+        lines.append(f"    # not fitted here ({', '.join(kept)}): the table's frameworks never run it; "
+                     "kept as it was")
     for name, line in consts["custom"].items():
         if name == "multimem":  # NVLink SHARP too: the same carry-over as NVLS
             line = {**line, "bus_efficiency": min(line["bus_efficiency"] * scale, 2.0)}
@@ -76,17 +86,24 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "") -> 
     return "\n".join(lines) + "\n"
 
 
-def write(consts: dict, directory: Path, fitted_on: str = "", command: str = "") -> list[str]:
-    """Replace `collectives` in every family file of `directory`/families that holds one (a family
-    without one inherits its parent's: hwdesc/family.py); returns the file names written. `fitted_on`
-    and `command` (both or neither) go into the fitted family's group."""
+def write(consts: dict, directory: Path, fitted_on: str = "", command: str = "",
+          family: str = "hopper", kept: tuple[str, ...] = ()) -> list[str]:
+    """Replace `collectives` in the family file of `family` (the GPU fitted) under `directory`/families;
+    a Hopper fit also rewrites every other family file whose `collectives` is the Hopper fit carried over
+    (its source says so; a family with its own fit, or none, is left alone: hwdesc/family.py lets a
+    family without one inherit its parent's). Returns the file names written. `fitted_on` and `command`
+    (both or neither) go into the fitted family's group; `kept` names its custom kernels not fitted."""
     done = []
     for path in sorted((directory / "families").glob("*.yaml")):
         text = path.read_text()
         found = re.search(r"(?m)^collectives:\n(?:[ ].*\n|\n(?=[ ]))*", text)
         if not found:
             continue
-        group = block(consts, path.stem, fitted_on, command)
+        carried = path.stem != family and family == "hopper" and "not fitted on" in found.group(0)
+        if path.stem != family and not carried:
+            continue
+        group = block(consts, path.stem, fitted_on, command, carried=carried,
+                      kept=() if carried else kept)
         path.write_text(text[:found.start()] + group + text[found.end():])
         done.append(f"families/{path.name}")
     return done

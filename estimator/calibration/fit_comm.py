@@ -1,9 +1,20 @@
-"""Fit the collective model's constants on the H100 tables and print the fit; `--write` puts them into
-the family files' `collectives` (hwdesc/families/hopper.yaml, and carried over to blackwell.yaml; the other
-families inherit Hopper's) and the framework overheads into
+"""Fit the collective model's constants on a GPU's tables and print the fit; `--write` puts them into
+the --arch GPU's family file `collectives` (hwdesc/families/hopper.yaml from the H100 tables,
+blackwell.yaml from the B200 tables; a family without a fit of its own inherits or carries Hopper's) and,
+from a table holding every framework's rows (H100's), the framework overheads into
 estimator/pricing/custom_allreduce.yaml.
 
-    estimate calibrate --comm [--data ../shared/calibration/h100_sxm] [--write] [--keep-nccl]
+    estimate calibrate --comm [--data ../shared/calibration/h100_sxm] [--arch h100-sxm] [--write]
+                              [--keep-nccl] [--comm-split]
+    estimate calibrate --comm --arch b200 --data ../shared/calibration/b200_sxm --comm-split --write
+
+`--comm-split`: fit on every other message size of each curve (fit_mask), print the residuals of the
+fitted rows and of the disjoint rest (the check). The constants are mechanisms, not rows: per op and
+protocol a latency floor (alpha_s, the launch and first step), a per-ring-step latency (step_s, times
+the steps of the op at the GPU count) and a bus efficiency at 2, 4 and 8 GPUs (a fraction of the
+descriptor's own NVLink bandwidth); the NVLS line; the per-peer LL threshold of the p2p kernels; the
+custom kernels' lines. So they carry to every SKU of the family through its descriptor (GB200, B300
+from B200: link bandwidth, NVLink domain, SHARP).
 
 Tables (serving.md section 0): nccl.csv.gz (nccl-tests, no CUDA graph: 4 ops x {half, int8} x {2, 4, 8}
 GPUs x 21 sizes; `message_elements` is the total buffer) and custom_allreduce.csv.gz (bf16 custom
@@ -21,8 +32,10 @@ efficiencies, minimizing the sum over group sizes of the median plus the 90th pe
      simple_wide lines, and the per-peer LL threshold, the candidate of P2P_LL_CANDIDATES that fits best;
   2. custom all-reduce: one-shot, two-shot (efficiency at 2/4/8 GPUs) and multimem kernels (alpha_s,
      step_s, efficiency), each framework's graph_overhead_s and eager host times (by group size, and
-     for the routes after the first), with each framework's choice (custom_allreduce.yaml routes) and
-     the stage-1 NCCL lines where a framework falls back to NCCL.
+     for the routes after the first), with each framework's choice (custom_allreduce.yaml routes, the
+     GPU family's where the framework has its own: TensorRT-LLM on Blackwell) and the stage-1 NCCL
+     lines where a framework falls back to NCCL. A table with some frameworks only (B200's: TensorRT-LLM
+     under CUDA graphs) fits the kernels those frameworks run, the overheads kept (fit_kernels_only).
 The estimator never reads these tables.
 """
 
@@ -56,11 +69,24 @@ START = {"ll": (4e-6, 0.5e-6, 0.05), "ll128": (6e-6, 0.5e-6, 0.45), "simple": (2
 P2P_LL_CANDIDATES = (16384, 32768, 65536)  # NCCL_P2P_LL_THRESHOLD (16 KiB) x 1, 2, 4 channels per peer
 
 
+COLUMN_ALIASES = {"message_size": "message_elements", "allreduce_dtype": "dtype"}  # b200_sxm's custom table
+
+
 def read(path: Path) -> dict[str, np.ndarray]:
-    rows = read_csv(path, "num_gpus", "message_elements", "latency_ms")
+    """A collective table's rows as arrays, plus n (GPUs), bytes, t (seconds) and dtype_name. The B200
+    custom all-reduce table names two columns as its source does (message_size, allreduce_dtype): read
+    as the H100 table's message_elements and dtype."""
+    rows = read_csv(path, "num_gpus", "latency_ms")
+    rows = [{COLUMN_ALIASES.get(k, k): v for k, v in r.items()} for r in rows]
+    missing = [c for c in ("message_elements",) if c not in rows[0]]
+    if missing or not ({"nccl_dtype", "dtype"} & set(rows[0])):
+        raise UserError(f"{path}: no column {', '.join(missing) or 'nccl_dtype or dtype'}")
     out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     out["n"] = out["num_gpus"].astype(int)
     dtype = out["nccl_dtype"] if "nccl_dtype" in out else out["dtype"]
+    unknown = sorted(set(dtype) - set(ELEMENT_BYTES))
+    if unknown:
+        raise UserError(f"{path}: unknown dtype {unknown[0]!r} (known: {', '.join(ELEMENT_BYTES)})")
     out["bytes"] = out["message_elements"].astype(float) * np.array([ELEMENT_BYTES[d] for d in dtype])
     out["t"] = out["latency_ms"].astype(float) * 1e-3
     out["dtype_name"] = dtype
@@ -211,7 +237,7 @@ def custom_times(consts: dict, fws: dict, fw_name: str, graphed: bool, n, nbytes
     chosen = nccl
     groups = [int(g) for g in n]
     host = np.array([fw.host_s(g) for g in groups])
-    for route in reversed(fw.routes):
+    for route in reversed(fw.routes_for(hw.family)):
         limit = np.array([route.max_bytes.get(g, -1.0) for g in groups])
         times = {}
         for name in route.kernels:
@@ -252,9 +278,25 @@ def _with_overheads(fws: dict, over: dict) -> dict:
     return out
 
 
+def _parts(rows: dict) -> list[tuple[str, str, bool, np.ndarray]]:
+    """(source, framework, graphed, row mask) for each framework source present in the table."""
+    unknown = sorted(set(rows["kernel_source"]) - set(SOURCES))
+    if unknown:
+        raise UserError(f"custom_allreduce.csv.gz: unknown kernel_source {unknown[0]!r} "
+                        f"(known: {', '.join(SOURCES)})")
+    return [(src, *SOURCES[src], rows["kernel_source"] == src) for src in SOURCES
+            if (rows["kernel_source"] == src).any()]
+
+
 def fit_custom(rows: dict, nccl: dict, hw, link: float) -> tuple[dict, dict]:
+    """The custom kernels and the frameworks' overheads, on a table holding every framework's rows
+    (H100's: graph and eager). A table with some frameworks only (B200's: TensorRT-LLM under CUDA graphs)
+    fits the kernels alone (fit_kernels_only): the frameworks' overheads are the frameworks', not the
+    GPU's, and stay as custom_allreduce.yaml has them."""
+    parts = _parts(rows)
+    if {src for src, *_ in parts} != set(SOURCES):
+        return fit_kernels_only(rows, nccl, hw, link, parts), {}
     fws = collectives.frameworks()
-    parts = [(src, *SOURCES[src], rows["kernel_source"] == src) for src in SOURCES]
 
     def unpack(x):
         e = np.exp(x)
@@ -285,6 +327,52 @@ def fit_custom(rows: dict, nccl: dict, hw, link: float) -> tuple[dict, dict]:
                 21e-6, 23.5e-6, 23.5e-6, 42.8e-6, 31e-6, 31e-6, 31e-6, 0.2e-6, 37e-6])
     for step in (0.5, 0.2, 0.1, 0.05):
         x, _ = nelder_mead(f, x, step=step, iters=4000)
+    return unpack(x)
+
+
+def current_custom(hw) -> dict:
+    """The descriptor's custom kernel lines as this tool's nested dict."""
+    out = {}
+    for name, x in hw.interconnect.collectives.custom.items():
+        eff = list(x.bus_efficiency) if len(x.bus_efficiency) > 1 else x.bus_efficiency[0]
+        out[name] = {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": eff}
+    return out
+
+
+def fit_kernels_only(rows: dict, nccl: dict, hw, link: float, parts: list) -> dict:
+    """The custom kernels that the present frameworks' routes on this GPU's family take (alpha_s, step_s
+    and the bus efficiency; two-shot's at 2, 4 and 8 GPUs), from the descriptor's values; the other
+    kernels stay as the descriptor has them."""
+    fws = collectives.frameworks()
+    used = sorted({k for _, name, _, _ in parts for r in fws[name].routes_for(hw.family) for k in r.kernels})
+    start = current_custom(hw)
+    layout = [(k, 3 if k == "twoshot" else 1) for k in used]
+
+    def unpack(x):
+        e, custom, i = np.exp(x), {k: dict(v) for k, v in start.items()}, 0
+        for k, effs in layout:
+            custom[k] = {"alpha_s": float(e[i]), "step_s": float(e[i + 1]),
+                         "bus_efficiency": [float(v) for v in e[i + 2:i + 2 + effs]] if effs > 1
+                         else float(e[i + 2])}
+            i += 2 + effs
+        return {**nccl, "custom": custom}
+
+    def f(x):
+        consts = unpack(x)
+        scores = []
+        for _, name, graphed, sel in parts:
+            est = custom_times(consts, fws, name, graphed, rows["n"][sel], rows["bytes"][sel], hw, link)
+            scores.append(score(est, rows["t"][sel], rows["n"][sel]))
+        return sum(scores) + max(scores)
+
+    x0 = []
+    for k, effs in layout:
+        line = start[k]
+        eff = line["bus_efficiency"]
+        eff = (eff if isinstance(eff, list) else [eff] * 3)[:effs] if effs > 1 else (
+            eff if not isinstance(eff, list) else eff[-1])
+        x0 += [np.log(line["alpha_s"]), np.log(max(line["step_s"], 1e-9))] + list(np.log(np.atleast_1d(eff)))
+    _, x = _search(f, np.array(x0), restarts=4, seed=1)
     return unpack(x)
 
 
@@ -353,13 +441,48 @@ def report(rows, est, keys) -> list[str]:
 
 @dataclass(frozen=True)
 class CommFit:
-    """What `estimate calibrate --comm` was asked (the command line, read once)."""
+    """What `estimate calibrate --comm` was asked (the command line, read once). `split`: fit on every
+    other message size of each (op or source, GPU count, dtype) curve (fit_mask), check on the other
+    rows, reported apart; else fit on every row."""
 
     data: Path
     arch: str = "h100-sxm"
     write: bool = False
     restarts: int = 6
     keep_nccl: bool = False
+    split: bool = False
+
+
+def fit_mask(rows: dict, split: bool) -> np.ndarray:
+    """The rows fitted on: every row, or (`split`) every other message size of each curve (op or
+    kernel source, GPU count, dtype; by size), the second dtype of an op starting one size later, so
+    that each byte size of an op's half and int8 curves (the same byte sizes) is fitted once and checked
+    once; the disjoint rest is the check."""
+    n = len(rows["t"])
+    if not split:
+        return np.ones(n, bool)
+    label = rows["op_name"] if "kernel_source" not in rows else rows["kernel_source"]
+    keep = np.zeros(n, bool)
+    for lab in np.unique(label):
+        for j, dtype in enumerate(sorted(set(rows["dtype_name"][label == lab]))):
+            for g in np.unique(rows["n"]):
+                idx = np.nonzero((label == lab) & (rows["dtype_name"] == dtype) & (rows["n"] == g))[0]
+                idx = idx[np.argsort(rows["bytes"][idx], kind="stable")]
+                keep[idx[j % 2::2]] = True
+    return keep
+
+
+def _subset(rows: dict, mask: np.ndarray) -> dict:
+    return {k: v[mask] for k, v in rows.items()}
+
+
+def _residuals(title: str, rows: dict, est: np.ndarray, keys: tuple, fit: np.ndarray) -> list[str]:
+    lines = [f"\n# {title} residuals |est - meas| / meas, fitted rows ({int(fit.sum())})"]
+    lines += report(_subset(rows, fit), est[fit], keys)
+    if not fit.all():
+        lines.append(f"# {title}, the check: the other {int((~fit).sum())} rows")
+        lines += report(_subset(rows, ~fit), est[~fit], keys)
+    return lines
 
 
 def run(args: CommFit) -> int:
@@ -368,34 +491,46 @@ def run(args: CommFit) -> int:
     link = hw.interconnect.nvlink_bytes_per_s_per_direction
     nccl_rows = read(args.data / "nccl.csv.gz")
     custom_rows = read(args.data / "custom_allreduce.csv.gz")
-    nccl = descriptor_constants(hw) if args.keep_nccl else rounded(fit_nccl(nccl_rows, link, args.restarts))
-    custom, over = fit_custom(custom_rows, nccl, hw, link)
+    nccl_fit = fit_mask(nccl_rows, args.split)
+    custom_fit = fit_mask(custom_rows, args.split)
+    nccl = (descriptor_constants(hw) if args.keep_nccl
+            else rounded(fit_nccl(_subset(nccl_rows, nccl_fit), link, args.restarts)))
+    custom, over = fit_custom(_subset(custom_rows, custom_fit), nccl, hw, link)
     consts, over = rounded(custom), rounded(over)
-    print(f"# collective constants fitted on {args.data} ({hw.name}, link {link:.3g} B/s per direction)")
+    print(f"# collective constants fitted on {args.data} ({hw.name}, family {hw.family}, "
+          f"link {link:.3g} B/s per direction)")
     for op, protos in consts["nccl"].items():
         for p, line in protos.items():
             print(f"nccl {op} {p}: {line}")
-    print(f"nvls: {consts['nvls']}\ncustom: {consts['custom']}\nframeworks: {over}")
+    print(f"p2p_ll_max_bytes_per_peer: {consts.get('p2p_ll_max_bytes_per_peer')}\nnvls: {consts['nvls']}\n"
+          f"custom: {consts['custom']}\nframeworks: {over or 'kept (not fitted here)'}")
     est = np.zeros(len(nccl_rows["t"]))
     for raw, op in OPS.items():
         sel = nccl_rows["op_name"] == raw
         est[sel] = nccl_times(consts, op, nccl_rows["n"][sel], nccl_rows["bytes"][sel],
                               nccl_rows["dtype_name"][sel] == "half", link)
-    print("\n# nccl.csv.gz residuals |est - meas| / meas")
-    print("\n".join(report(nccl_rows, est, ("op_name", "n"))))
+    print("\n".join(_residuals("nccl.csv.gz", nccl_rows, est, ("op_name", "n"), nccl_fit)))
     fws = _with_overheads(collectives.frameworks(), over)
     est = np.zeros(len(custom_rows["t"]))
-    for src, (name, graphed) in SOURCES.items():
-        sel = custom_rows["kernel_source"] == src
+    for _, name, graphed, sel in _parts(custom_rows):
         est[sel] = custom_times(consts, fws, name, graphed, custom_rows["n"][sel], custom_rows["bytes"][sel],
                                 hw, link)
-    print("\n# custom_allreduce.csv.gz residuals")
-    print("\n".join(report(custom_rows, est, ("kernel_source", "n"))))
+    print("\n".join(_residuals("custom_allreduce.csv.gz", custom_rows, est, ("kernel_source", "n"),
+                               custom_fit)))
     if args.write:
         data = os.path.relpath(Path(args.data).resolve(), ROOT)
+        if not data.startswith(".."):
+            data = str(args.data)
+        extra = (f" --arch {args.arch}" if args.arch != "h100-sxm" else "") + (
+            " --comm-split" if args.split else "")
+        fws = collectives.frameworks()
+        used = {k for _, name, _, _ in _parts(custom_rows) for r in fws[name].routes_for(hw.family)
+                for k in r.kernels}
+        kept = () if over else tuple(k for k in consts["custom"] if k not in used)
         print("wrote " + ", ".join(comm_constants.write(
             consts, hwdesc.bundled_dir(), fitted_on=f"{data}/nccl.csv.gz, custom_allreduce.csv.gz",
-            command=f"estimate calibrate --comm --data {data} --write")))
-        write_frameworks(over)
-        print(f"wrote {collectives.FRAMEWORKS_FILE.name}")
+            command=f"estimate calibrate --comm{extra} --data {data} --write", family=hw.family, kept=kept)))
+        if over:
+            write_frameworks(over)
+            print(f"wrote {collectives.FRAMEWORKS_FILE.name}")
     return 0

@@ -1,8 +1,10 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
     estimate validate kernels --data ../shared/calibration/h100_sxm [--arch h100-sxm] [--warm-inputs]
-                              [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce]
+                              [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce,...]
                               [--sample N] [--json OUT] [--markdown]
+
+Without --tables, every table of the registry (TABLES, `register`) whose file the folder holds.
 
 Every row becomes the ONNX graph estimator/calibration/kernel_graphs.py builds for it (a MatMul
 y = x . W^T with W an
@@ -21,15 +23,26 @@ and GPU count.
 
 `--warm-inputs`: activations start resident in L2 when they fit, as in the benchmarks (which rotate
 weights, not activations). The KV cache of generation rows is never warm: those tables do not keep it in
-L2 (estimator/calibration/tables.py). `--sample N` prices a seeded sample of N rows per table (the full
-tables take ~15 minutes on one core).
+L2 (estimator/calibration/tables.py). `--sample N` prices a seeded sample of N rows per table.
+
+Speed: without --warm-inputs a kernel table's graph is estimated once with its dims free, and every row
+is priced at once at its dims as `--sweep` prices points (estimator/study/sweep.py: the pricing core on
+arrays, each row's own tile, estimator/pricing/points.py), the same numbers as estimate() row by row
+(tests/test_validate_tables.py; the block-scaled fp8 rows to 1e-4: their scales are a graph input
+there); so every table of a folder takes seconds. With --warm-inputs (L2
+residency is not modelled at points) and for the collectives each distinct row is estimated alone.
+
+A table is one `TableSpec` in TABLES: its file, its rows, its regimes and how its rows are priced
+(`swept` variants of a symbolic graph, or `row_by_row`); `register` adds one.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -40,8 +53,9 @@ from estimator.calibration import kernel_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
 from estimator.errors import UserError
-from estimator.estimate import estimate
+from estimator.estimate import estimate, lowered_graph
 from estimator.frontends.onnx_import import import_model
+from estimator.study.sweep import Compiled
 from passes import DEFAULT_STRATEGY, pipeline_for
 
 # the GEMM tables are views of gemm.csv.gz by dtype: fp8 holds both fp8 kinds, fp8_block the block-scaled
@@ -51,18 +65,26 @@ GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: d != "bfloat1
 NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
 
 
-def fp8_gemm(m: int, n: int, k: int, block: int) -> tuple:
+def fp8_gemm(m, n, k, block: int) -> tuple:
     """The activation's quantization as the frameworks run it, then MatMul with an fp8 weight.
     Per-tensor (block 0): the scale is the activation's amax / 448 (one amax kernel reading x once more,
     written as a ReduceMax: the |x| is inside that kernel), then QuantizeLinear. 1 x `block` scales:
     one fused kernel computes each block's amax and quantizes (QuantizeLinear with block_size; its
-    scales are an output-sized input)."""
+    scales are an output-sized input). Dims given as names (str) make a symbolic template: the weight
+    and the block scales are then graph inputs (read once, as kernel_graphs.gemm's)."""
     info = helper.make_tensor_value_info
     x, y = info("x", TensorProto.BFLOAT16, [m, k]), info("y", TensorProto.BFLOAT16, [m, n])
-    inits = [kernel_graphs._external("w", [k, n], TensorProto.FLOAT8E4M3FN)]
+    symbolic = isinstance(k, str)
+    inputs, inits = [x], []
+    if symbolic:
+        inputs.append(info("w", TensorProto.FLOAT8E4M3FN, [k, n]))
+    else:
+        inits.append(kernel_graphs._external("w", [k, n], TensorProto.FLOAT8E4M3FN))
     attrs = {"axis": 1, "block_size": block} if block else {}
     nodes = []
-    if block:
+    if block and symbolic:
+        inputs.append(info("x_scale", TensorProto.FLOAT, [m, f"{k}/{block}"]))
+    elif block:
         inits.append(kernel_graphs._external("x_scale", [m, k // block], TensorProto.FLOAT))
     else:
         inits.append(helper.make_tensor("fp8_max", TensorProto.BFLOAT16, [], [448.0]))
@@ -72,7 +94,7 @@ def fp8_gemm(m: int, n: int, k: int, block: int) -> tuple:
                                    to=TensorProto.FLOAT)]
     nodes += [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", **attrs),
               helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
-    model = kernel_graphs._model(nodes, [x], [y], inits)
+    model = kernel_graphs._model(nodes, inputs, [y], inits)
     return model, {"xq": "fp8e4m3", "y": "bf16"}
 
 
@@ -132,35 +154,187 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
             "worst_measured_over_bound": float(ratio.min())}
 
 
-def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict:
-    comm = table in validate_comm.TABLES  # collectives: validate_comm.py
-    rows = validate_comm.rows_of(data, table) if comm else rows_of(data, table)
+# ---- the table registry -------------------------------------------------------------------------------
+
+PriceRows = Callable[[dict, Any, bool], tuple[np.ndarray, np.ndarray]]  # (rows, hw, warm) -> bound, estimate
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One measured table: `file` in the folder, `rows(data)` its rows as arrays (`t`: seconds),
+    `regimes(rows)` the (label, mask) it is reported by, `price_rows(rows, hw, warm)` the bound and the
+    estimate of every row (`swept` or `row_by_row` below)."""
+
+    name: str
+    file: str
+    rows: Callable[[Path], dict]
+    regimes: Callable[[dict], list[tuple[str, np.ndarray]]]
+    price_rows: PriceRows
+
+
+TABLES: dict[str, TableSpec] = {}
+
+
+def register(spec: TableSpec) -> TableSpec:
+    """Add a table to `estimate validate kernels` (its name is what --tables selects)."""
+    TABLES[spec.name] = spec
+    return spec
+
+
+def row_by_row(key: Callable[[dict], tuple], price_one: Callable[[dict, Any, bool], tuple[float, float]]
+               ) -> PriceRows:
+    """Each distinct row (by `key`) estimated alone: `price_one(row, hw, warm)` -> (bound_s, estimate_s)."""
+    def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+        n = len(rows["t"])
+        bound, est = np.zeros(n), np.zeros(n)
+        cache: dict[tuple, tuple[float, float]] = {}  # one estimate per distinct shape and dtypes
+        for j in range(n):
+            row = {k: v[j] for k, v in rows.items()}
+            key_ = key(row)
+            if key_ not in cache:
+                cache[key_] = price_one(row, hw, warm)
+            bound[j], est[j] = cache[key_]
+        return bound, est
+    return price_rows
+
+
+# A swept table's variants: (row mask, symbolic model, {tensor: dtype to re-type to}, {dim: values}).
+Variants = Callable[[dict], Iterator[tuple[np.ndarray, Any, dict, dict[str, np.ndarray]]]]
+
+
+def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
+    """Every row priced at once: each variant's symbolic graph estimated once (dims free, the default
+    pipeline, the tile model), then evaluated at the rows' dims as the sweep evaluates points
+    (estimator/study/sweep.py Compiled: each row its own tile through the pricing core at arrays).
+    Rows where some dims are 1 take a build with those dims bound, as `--sweep` does (Sweeper), unless
+    binding them leaves the lowered kernels as they are (the same ops, in the same order: then the
+    generic formulas hold there, and the costly build is skipped; `_same_kernels`). `fallback` (row by
+    row) with warm inputs: residency is not modelled at points."""
+    def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+        if warm:
+            return fallback(rows, hw, warm)
+        n = len(rows["t"])
+        bound, est = np.zeros(n), np.zeros(n)
+        for mask, model, retype, dims in variants(rows):
+            if mask.any():
+                graph = import_model(model)
+                for dtype in set(retype.values()):
+                    names = tuple(t for t, d in retype.items() if d == dtype)
+                    graph = kernel_graphs.retype(graph, names, dtype)
+                bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()})
+        return bound, est
+    return price_rows
+
+
+def _points(graph, hw, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    pipeline = pipeline_for(DEFAULT_STRATEGY)
+
+    def build(extra: dict) -> Any:
+        return estimate(graph, hw, pipeline=pipeline, dims=extra, warm_inputs=False)
+
+    compiled = Compiled(build({}))
+    points = compiled.evaluate(values)
+    free = compiled.free
+    code = np.zeros(len(points), dtype=np.int64)  # bit j set: free dim j is 1 at that row
+    for j, d in enumerate(free):
+        code |= (values[d] == 1).astype(np.int64) << j
+    generic = None
+    for c in np.unique(code[code > 0]):
+        ones = {d: 1 for j, d in enumerate(free) if (int(c) >> j) & 1}
+        generic = _kernel_ops(graph, hw, {}) if generic is None else generic
+        if _kernel_ops(graph, hw, ones) == generic:
+            continue
+        mask = code == c
+        sub = Compiled(build(ones)).evaluate({d: v[mask] for d, v in values.items() if d not in ones})
+        points.patch(mask, sub)
+    return points.bound_s, points.estimate_s
+
+
+def _kernel_ops(graph, hw, dims: dict) -> tuple:
+    """The lowered kernels' (kind, op, node count), `dims` bound: what binding a dim to 1 may change (a
+    view instead of a copy, a dropped op), before any price."""
+    kernels = lowered_graph(graph, hw, None, dims, pipeline_for(DEFAULT_STRATEGY))[2].kernels
+    return tuple((k.kind, k.op, len(k.nodes)) for k in kernels)
+
+
+def _one_kernel_row(table: str) -> Callable[[dict, Any, bool], tuple[float, float]]:
+    def price_one(row: dict, hw, warm: bool) -> tuple[float, float]:
+        model, retype, warm_names = model_of(table, row)
+        return price(model, hw, retype, warm_names if warm else False)
+    return price_one
+
+
+def _kernel_key(row: dict) -> tuple:
+    return tuple(v for k, v in sorted(row.items()) if k != "t")
+
+
+def _gemm_variants(table: str) -> Variants:
+    def variants(rows: dict):
+        dims = {"m": rows["m"], "n": rows["n"], "k": rows["k"]}
+        if table == "gemm":
+            model = kernel_graphs.gemm("m", "n", "k", weight_initializer=False)
+            yield np.ones(len(rows["t"]), bool), model, {}, dims
+            return
+        for dtype in np.unique(rows["dtype"]):
+            model, retype = fp8_gemm("m", "n", "k", 128 if dtype == "fp8_block" else 0)
+            yield rows["dtype"] == dtype, model, retype, dims
+    return variants
+
+
+def _attention_variants(table: str) -> Variants:
+    """One variant per (attn_dtype, kv_cache_dtype), and for context per head_dim too: a prefill head size
+    picks the kernel's tiles, and one no tile takes is priced another way (a bound head size keeps each
+    row's); decode takes its kernel per row at any head size. Batch, length and head counts are the
+    swept dims."""
+    def variants(rows: dict):
+        context = table == "context"
+        names = ("b", "s" if context else "step", "h", "kv") + (() if context else ("d",))
+        values = [rows["batch_size"], rows["isl" if context else "step"], rows["num_heads"],
+                  rows["num_key_value_heads"]] + ([] if context else [rows["head_dim"]])
+        build = kernel_graphs.context_attention if context else kernel_graphs.generation_attention
+        for adt in np.unique(rows["attn_dtype"]):
+            for kvdt in np.unique(rows["kv_cache_dtype"]):
+                retype = dict.fromkeys(kernel_graphs.fp8_tensors(table, str(adt), str(kvdt)), "fp8e4m3")
+                mask = (rows["attn_dtype"] == adt) & (rows["kv_cache_dtype"] == kvdt)
+                for d in np.unique(rows["head_dim"]) if context else ("d",):
+                    sub = mask & (rows["head_dim"] == d) if context else mask
+                    yield sub, build(*names[:4], int(d) if context else d), retype, dict(zip(names, values,
+                                                                                           strict=True))
+    return variants
+
+
+for _name in GEMM_TABLES:
+    register(TableSpec(_name, "gemm.csv.gz", lambda d, t=_name: rows_of(d, t),
+                       lambda r, t=_name: regimes(t, r),
+                       swept(_gemm_variants(_name), row_by_row(_kernel_key, _one_kernel_row(_name)))))
+for _name in ("context", "generation"):
+    register(TableSpec(_name, f"{_name}_attention.csv.gz", lambda d, t=_name: rows_of(d, t),
+                       lambda r, t=_name: regimes(t, r),
+                       swept(_attention_variants(_name), row_by_row(_kernel_key, _one_kernel_row(_name)))))
+for _name, _file in validate_comm.TABLES.items():  # collectives: validate_comm.py
+    register(TableSpec(_name, _file, lambda d, t=_name: validate_comm.rows_of(d, t),
+                       lambda r, t=_name: validate_comm.regimes(t, r),
+                       row_by_row(lambda row, t=_name: validate_comm.key_of(t, row),
+                                  lambda row, hw, warm, t=_name: validate_comm.price(t, row, hw))))
+
+
+def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict | None:
+    """One table's accuracy (None where the folder's file holds no row of it)."""
+    spec = TABLES[table]
+    rows = spec.rows(data)
     n = len(rows["t"])
+    if not n:
+        return None
     idx = np.arange(n)
     if sample and sample < n:
         idx = np.sort(np.random.default_rng(seed).choice(n, sample, replace=False))
     rows = {k: v[idx] for k, v in rows.items()}
-    bound, est = np.zeros(len(idx)), np.zeros(len(idx))
     start = time.time()
-    cache: dict[tuple, tuple[float, float]] = {}  # one estimate per distinct shape and dtypes
-    for j in range(len(idx)):
-        row = {k: v[j] for k, v in rows.items()}
-        if comm:
-            key = validate_comm.key_of(table, row)
-        else:
-            key = tuple(v for k, v in sorted(row.items()) if k != "t")
-        if key in cache:
-            pass
-        elif comm:
-            cache[key] = validate_comm.price(table, row, hw)
-        else:
-            model, retype, warm_names = model_of(table, row)
-            cache[key] = price(model, hw, retype, warm_names if warm else False)
-        bound[j], est[j] = cache[key]
+    bound, est = spec.price_rows(rows, hw, warm)
     meas = rows["t"]
     out = {"table": table, "sampled": bool(sample and sample < n), "rows_in_table": n,
            "seconds": round(time.time() - start, 1), "all": summarize(meas, bound, est), "regimes": {}}
-    for label, mask in (validate_comm.regimes if comm else regimes)(table, rows):
+    for label, mask in spec.regimes(rows):
         if mask.any():
             out["regimes"][label] = summarize(meas[mask], bound[mask], est[mask])
     return out
@@ -191,14 +365,10 @@ def markdown(result: dict) -> str:
                                     "below bound", "below by > 3%", "worst measured / bound"), rows)
 
 
-ALL_TABLES = (*GEMM_TABLES, "context", "generation", *validate_comm.TABLES)
-TABLE_FILES = {**dict.fromkeys(GEMM_TABLES, "gemm.csv.gz"), "context": "context_attention.csv.gz",
-               "generation": "generation_attention.csv.gz", **validate_comm.TABLES}
-
-
 @dataclass(frozen=True)
 class KernelCheck:
-    """What `estimate validate kernels` (or `comm`) was asked (the command line, read once)."""
+    """What `estimate validate kernels` (or `comm`) was asked (the command line, read once). `tables`
+    empty: every registered table whose file is in `data`."""
 
     data: Path
     tables: tuple[str, ...]
@@ -211,16 +381,26 @@ class KernelCheck:
 
 
 def run(args: KernelCheck) -> int:
-    unknown = [t for t in args.tables if t not in ALL_TABLES]
+    unknown = [t for t in args.tables if t not in TABLES]
     if unknown:
-        raise UserError(f"--tables: unknown table(s) {', '.join(unknown)}; known: {', '.join(ALL_TABLES)}")
-    check_data(args.data, *dict.fromkeys(TABLE_FILES[t] for t in args.tables))
+        raise UserError(f"--tables: unknown table(s) {', '.join(unknown)}; known: {', '.join(TABLES)}")
     if args.sample < 0:
         raise UserError(f"--sample {args.sample}: must be >= 0")
+    tables = args.tables
+    if not tables:
+        check_data(args.data)
+        tables = tuple(t for t, spec in TABLES.items() if (args.data / spec.file).is_file())
+        if not tables:
+            files = ", ".join(dict.fromkeys(s.file for s in TABLES.values()))
+            raise UserError(f"--data {args.data}: no table of {files}")
+    check_data(args.data, *dict.fromkeys(TABLES[t].file for t in tables))
     hw = hwdesc.load(args.arch)
     results = []
-    for name in args.tables:
+    for name in tables:
         result = run_table(name, args.data, hw, args.warm_inputs, args.sample, args.seed)
+        if result is None:
+            print(f"{name}: no rows in {TABLES[name].file}" + ("\n" if args.markdown else ""), flush=True)
+            continue
         results.append(result)
         print(markdown(result) + "\n" if args.markdown else "\n".join(show(result)), flush=True)
     if args.json:

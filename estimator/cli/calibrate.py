@@ -2,7 +2,7 @@
 
     estimate calibrate [--data DIR] [--arch h100-sxm] [--sample N] [--seed S] [--no-fit] [--write]
                        [--attention | --decode | --gemm-keys K,.. | --fp8 [--fp8-keys K,..] [--fp8-sample N]
-                        | --comm [--restarts N] [--keep-nccl] | --host [PATH] [--quick]]
+                        | --comm [--restarts N] [--keep-nccl] [--comm-split] | --host [PATH] [--quick]]
 
 Without a stage flag: both kernel stages (the GEMM constants, then the attention ones and l2) on
 gemm.csv.gz, context_attention.csv.gz and generation_attention.csv.gz of DIR. `--write` puts the fit
@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fp8-keys", default="tensor_fp8,block_scale",
                    help=f"with --fp8: the constants fitted (from {', '.join(FP8_KEYS)})")
     p.add_argument("--restarts", type=int, default=6, help="with --comm: seeded restarts of each NCCL search")
+    p.add_argument("--comm-split", action="store_true",
+                   help="with --comm: fit on every other message size of each curve, check on the rest")
     p.add_argument("--keep-nccl", action="store_true",
                    help="with --comm: take the NCCL and NVLS constants from the descriptor; fit only the "
                         "custom all-reduce stage")
@@ -75,7 +77,8 @@ def run(argv: list[str]) -> int:
     if args.comm:
         from estimator.calibration import fit_comm
 
-        return fit_comm.run(fit_comm.CommFit(args.data, args.arch, args.write, args.restarts, args.keep_nccl))
+        return fit_comm.run(fit_comm.CommFit(args.data, args.arch, args.write, args.restarts, args.keep_nccl,
+                                             args.comm_split))
     from estimator.calibration import fit_kernels
 
     which = ("attention" if args.attention else "decode" if args.decode else "fp8" if args.fp8

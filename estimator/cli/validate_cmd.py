@@ -23,8 +23,6 @@ from pathlib import Path
 
 from estimator.errors import UserError
 
-KERNEL_TABLES = "gemm,fp8,context,generation,nccl,allreduce"
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one `error:` line, exit 2
@@ -55,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
         q = add(name, help_)
         q.add_argument("--arch", default="h100-sxm")
         if name == "kernels":
-            q.add_argument("--tables", default=KERNEL_TABLES,
-                           help="comma list of gemm, fp8, fp8_block, context, generation, nccl, allreduce")
+            q.add_argument("--tables", default="",
+                           help="comma list of the tables to run (gemm, fp8, fp8_block, context, generation, "
+                                "nccl, allreduce, ...; default: every table whose file --data holds)")
             q.add_argument("--warm-inputs", action="store_true",
                            help="activations start resident in L2 (the benchmarks rotate weights only)")
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")

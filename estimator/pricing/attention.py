@@ -377,4 +377,10 @@ def candidate(a: Attn, menu: FamilyMenu, hw: Hw, like: AttnChoice) -> AttnChoice
     it: with free dims every symbolic candidate costs sympy time, and only the chosen one is kept."""
     split = like.split if a.decode else None
     found = next((c for c in _each(a, menu, hw, split) if c.name == like.name), None)
-    return found if found is not None else next(c for c in candidates(a, menu, hw) if c.name == like.name)
+    if found is not None:
+        return found
+    offered = candidates(a, menu, hw)
+    # NB: a free group size is priced with the MMA kernel (_decode_each) while the numeric copy (every
+    # free dim at one value: group 1) may pick the per-head one: then the offered kernel at its split
+    found = next((c for c in offered if c.name == like.name), None)
+    return found if found is not None else next((c for c in offered if c.split == like.split), offered[0])

@@ -26,8 +26,9 @@ s = nbytes / g for an all-to-all (nccl-tests' size is a rank's whole buffer, its
 A send is one such transfer (ncclSend runs the same p2p kernel), on the 2-GPU lines.
 
 A serving framework's all-reduce (framework given, group within one node on NVLink): its routes from
-estimator/pricing/custom_allreduce.yaml, tried in order, the first whose size limit (per group size)
-admits the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
+estimator/pricing/custom_allreduce.yaml (the GPU family's own where the framework lists one: TensorRT-LLM's
+SM100 strategy table on Blackwell), tried in order, the first whose size limit (per group size) admits
+the message (TensorRT-LLM: the faster of that route and NCCL), else NCCL. Kernels:
     one-shot  t = alpha + (g-1) * step + (g-1) * nbytes / (eta * link)        (push to every peer)
     two-shot  t = alpha + (g-1) * step + 2(g-1)/g * nbytes / (eta(g) * link)  (reduce-scatter + gather)
     multimem  t = alpha + (g-1) * step + nbytes / (eta * link)                (symmetric memory on NVLS)
@@ -46,6 +47,7 @@ The estimate is never below the bound.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,13 @@ class Framework:
     versus_nccl: str  # "min" or "first"
     graph_overhead_s: float
     eager_host_s: dict[int, float]  # by group size (the largest listed size <= the group)
+    family_routes: dict[str, tuple[Route, ...]] = dataclasses.field(default_factory=dict)
+
+    def routes_for(self, family: str) -> tuple[Route, ...]:
+        """The routes the framework takes on a GPU of `family`: its per-family `families.<f>.paths`
+        (an engine whose strategy tables differ by SM version: TensorRT-LLM's SM90 / SM100), else
+        its `paths`."""
+        return self.family_routes.get(family, self.routes)
 
     def host_s(self, group: int) -> float:
         keys = [k for k in sorted(self.eager_host_s) if k <= group] or sorted(self.eager_host_s)
@@ -237,7 +246,7 @@ def _framework(fw: Framework, nccl: _Option, nbytes: Expr, group: int, hw: Hardw
                link: float, graphed: bool) -> _Option:
     """The framework's choice: its first route that admits the message (versus NCCL as it decides)."""
     chosen = nccl
-    for route in reversed(fw.routes):
+    for route in reversed(fw.routes_for(hw.family)):
         limit = route.max_bytes.get(group)
         kernels = {k: _kernel(k, nbytes, group, hw, link, fw.graph_overhead_s) for k in route.kernels}
         kernels = {k: v for k, v in kernels.items() if v is not None}
@@ -290,12 +299,16 @@ def frameworks() -> dict[str, Framework]:
     """The frameworks of custom_allreduce.yaml, by name."""
     raw = yaml.safe_load(FRAMEWORKS_FILE.read_text())
     out = {}
+
+    def routes(paths) -> tuple[Route, ...]:
+        return tuple(Route(tuple(r["kernels"]), _by_group(r.get("max_bytes")),
+                           _by_group(r.get("oneshot_max_bytes")), _value(r.get("eager_host_s")))
+                     for r in paths)
+
     for name, fw in raw.items():
-        routes = tuple(Route(tuple(r["kernels"]), _by_group(r.get("max_bytes")),
-                             _by_group(r.get("oneshot_max_bytes")), _value(r.get("eager_host_s")))
-                       for r in fw["paths"])
         host = _value(fw.get("eager_host_s"), 0.0)
         host = _by_group(fw["eager_host_s"]) if isinstance(host, dict) else {1: float(host)}
-        out[name] = Framework(name, routes, fw["versus_nccl"], float(_value(fw.get("graph_overhead_s"), 0.0)),
-                              host)
+        by_family = {family: routes(spec["paths"]) for family, spec in (fw.get("families") or {}).items()}
+        out[name] = Framework(name, routes(fw["paths"]), fw["versus_nccl"],
+                              float(_value(fw.get("graph_overhead_s"), 0.0)), host, by_family)
     return out
