@@ -109,6 +109,7 @@ class AttnChoice:
     t_l2: Any
     time: Any
     split: int = 1
+    t_overhead: Any = 0.0  # the per-CTA costs outside the max (in t_compute too)
 
 
 def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
@@ -177,7 +178,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
-                      t_l2, time)
+                      t_l2, time, t_overhead=t_overhead)
 
 
 def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> AttnChoice:
@@ -229,7 +230,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     t_compute = t_cta + chain
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
-                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta)
 
 
 def _per_head_dims(a: Attn) -> tuple | None:
@@ -310,7 +311,7 @@ def fixed_s(hw: Hw, decode: bool) -> float:
 
 def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
-    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split")
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split", "t_overhead")
     merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
     return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, **merged)
 
@@ -326,7 +327,7 @@ def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterat
         if hasattr(dk, "shape"):
             yield _merge(dk > tile.max_head_dim, AttnChoice(c.name, c.ctas, c.ctas_per_sm, c.waves,
                                                             c.wave_eff, c.t_compute, c.t_dram, c.t_l2,
-                                                            c.time * 0 + 1.0), c)
+                                                            c.time * 0 + 1.0, t_overhead=c.t_overhead), c)
         elif not sm.numeric(dk) or dk <= tile.max_head_dim:
             yield c
 

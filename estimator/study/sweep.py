@@ -26,6 +26,7 @@ from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
 from estimator.pricing.points import point_pricers
+from estimator.pricing.units import dominant_index
 from estimator.study.crossover import groups
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
@@ -202,8 +203,9 @@ class Compiled:
 
     def _tile_points(self, m: np.ndarray, values: dict[str, np.ndarray], n: int) -> None:
         """Overwrite, in m (groups x fields x points), the estimate of every tile-planned kernel by its
-        per-point tile model price, and its limiter terms by the plan's parts (compute, memory: without
-        the fixed cost; launch: the fixed cost), which is how the plan names its limiter."""
+        per-point tile model price, and its limiter terms by the plan's parts (compute, memory, l2: the
+        terms of its max; latency and launch: the costs added to it), which is how the plan names its
+        limiter (estimator/pricing/plan.py `_plan`)."""
         if not self.result.tiling:
             return
         at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
@@ -215,10 +217,14 @@ class Compiled:
                 for name, v in plan.parts.items():
                     if name in at:
                         m[i, at[name]] = v
-            elif "launch" in at:  # a stream plan: its terms include the fixed part
-                for name in ("compute", "memory"):
+            elif "launch" in at:  # a plan priced by its formula: its terms include the fixed part
+                tile = getattr(self.groups[i].kernel, "tile", None)
+                # fixed + latency + max(compute, memory, l2): a stream plan's latency is in the max
+                additive = "latency" in at and tile is not None and tile.kind != "stream"
+                base = m[i, at["latency"]].copy() if additive else m[i, at["launch"]].copy()
+                for name in ("compute", "memory", "l2", "latency"):
                     if name in at:
-                        m[i, at[name]] -= m[i, at["launch"]]
+                        m[i, at[name]] -= m[i, at["launch"]] if name == "latency" else base
 
     def _formulas(self, values: Mapping[str, Any]) -> tuple[np.ndarray, list[np.ndarray], int]:
         """(groups x fields x points of the lambdified formulas, the flat dim arrays, points)."""
@@ -256,7 +262,7 @@ class Compiled:
         counts = self.counts[:, None]
         est = m[:, 0, :] * counts
         terms = m[:, len(_FIELDS):, :]
-        lim = np.argmax(terms, axis=1)  # ties go to the first (compute), as price.dominant does
+        lim = dominant_index(terms, axis=1)  # the limiter's rule (estimator/pricing/units.py)
         by_limiter = {name: np.where(lim == j, est, 0.0).sum(axis=0) for j, name in enumerate(self.limiters)}
 
         def by(attr: str) -> dict[str, np.ndarray]:
