@@ -102,8 +102,8 @@ def dominant(terms: Mapping[str, Any]) -> Any:
     return alive[0] if len(alive) == 1 else "|".join(alive)
 
 
-def dominant_index(terms: np.ndarray, axis: int = 0) -> np.ndarray:
+def dominant_index(terms: np.ndarray, axis: int = 0, tolerance: float = CO_LIMITING) -> np.ndarray:
     """`dominant` on a stack of terms along `axis` (their order the terms'): per point the index of the
-    first term within CO_LIMITING of the largest."""
+    first term within `tolerance` of the largest."""
     top = terms.max(axis=axis, keepdims=True)
-    return np.argmax(terms >= top * (1 - CO_LIMITING), axis=axis)
+    return np.argmax(terms >= top * (1 - tolerance), axis=axis)
