@@ -300,6 +300,17 @@ def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
     return Serving(workload, a.memory, a.framework, a.kv_precision, a.batching, concurrency), sweeps
 
 
+def _check_print_after(names, gpus) -> None:
+    """--print-after names passes of the pipeline that runs (or 'all')."""
+    from passes import Pipeline
+
+    ran = {n for g in gpus for n in Pipeline.parse(g.pricing.pipeline).names}
+    for name in names:
+        if name != "all" and gpus and name not in ran:
+            raise UsageError(f"--print-after {name}: no such pass in the pipeline (its passes: "
+                             f"{', '.join(sorted(ran))}; or 'all')")
+
+
 def from_args(a: Any) -> Options:
     """The Options of a parsed command line (`a`: the argparse Namespace of estimator/cli/main.py)."""
     from estimator.estimate import EstimateOptions
@@ -313,6 +324,7 @@ def from_args(a: Any) -> Options:
     validation = Validation(a.validate, a.ep, a.runs, a.calibrate_host)
     # --calibrate-host alone measures this machine and needs no GPU (nor `--arch host` measured first)
     gpus = () if a.calibrate_host and not a.validate else _gpus(a, base)
+    _check_print_after(a.print_after, gpus)
     only = tuple(n.strip() for n in a.recommend_only.split(",") if n.strip()) if a.recommend_only else None
     return Options(
         model=model,

@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import sympy
 
 from estimator import symmath as sm
 from estimator.pricing import decode_launch
@@ -110,6 +111,9 @@ class AttnChoice:
     time: Any
     split: int = 1
     t_overhead: Any = 0.0  # the per-CTA costs outside the max (in t_compute too)
+    # decode: the CTAs' chain (the max's first term) is mostly latency (later waves' CTA costs and K/V
+    # steps at the load pipeline's pace), not math; a bool, an array of points, or False where undecidable
+    chain_latency: Any = False
 
 
 def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
@@ -210,8 +214,8 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     steps = sm.ceil(kv_steps / split) if grouped else a.seq_kv / (kv * split)
     ctas = a.batch * kv_ctas * split
     waves = sm.ceil(ctas / slots)
-    t_step = sm.maximum(_step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
-                        eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
+    t_math = _step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped)
+    t_step = sm.maximum(t_math, eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
     t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost + row_s
     t_stream = waves * steps * t_step
     # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
@@ -228,9 +232,14 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
     t_compute = t_cta + chain
+    math_s = waves * steps * t_math  # the chain's math: the rest is CTA costs and load latency
+    latency = 2 * math_s < chain
+    if not isinstance(latency, (bool, np.bool_, np.ndarray)):  # free dims: undecidable, named compute
+        latency = latency is sympy.true
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
-                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta)
+                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,
+                      chain_latency=latency)
 
 
 def _per_head_dims(a: Attn) -> tuple | None:
@@ -311,7 +320,8 @@ def fixed_s(hw: Hw, decode: bool) -> float:
 
 def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
-    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split", "t_overhead")
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split", "t_overhead",
+              "chain_latency")
     merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
     return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, **merged)
 

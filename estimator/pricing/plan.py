@@ -293,13 +293,15 @@ def choose(problem: Any, candidates, reprice) -> Any:
 
 
 def _plan(kind: str, tile: Any, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
-          compute: Any, dram: Any, l2: Any, fixed: Any, res: Residency, latency: Any = 0.0) -> TilePlan:
-    """A plan whose time is fixed + latency + max(compute, dram, l2) (every tile model's shape: `latency`
-    the per-CTA costs outside the max, 0 for most). Its limiter (estimator/pricing/units.py) is the
-    largest of the parts: the term of the max that wins, the latency and the fixed part (launch)."""
-    parts = {"compute": compute, "memory": dram, "l2": l2, "latency": latency, "launch": fixed}
-    base = fixed + latency
-    terms = {"compute": base + compute, "memory": base + dram, "l2": base + l2, "latency": base,
+          compute: Any, dram: Any, l2: Any, fixed: Any, res: Residency, overhead: Any = 0.0,
+          latency: Any = 0.0) -> TilePlan:
+    """A plan whose time is fixed + overhead + max(compute, dram, l2, latency), every tile model's shape:
+    `overhead` the per-CTA costs outside the max, `latency` a latency-bound term inside it (0 for most).
+    Its limiter (estimator/pricing/units.py) is the largest of the parts: compute, memory (DRAM), l2,
+    latency (overhead + latency) and launch (the fixed part); its terms' max is the time."""
+    parts = {"compute": compute, "memory": dram, "l2": l2, "latency": overhead + latency, "launch": fixed}
+    base = fixed + overhead
+    terms = {"compute": base + compute, "memory": base + dram, "l2": base + l2, "latency": base + latency,
              "launch": fixed}
     return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
                     res.bytes_bound, parts=parts)
@@ -397,9 +399,18 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
     util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None
-    # the per-CTA overhead is outside the max (attention.py's estimate): its own part, not compute's
+    # the per-CTA overhead is outside the max (attention.py's estimate): latency, not compute; so is a
+    # decode chain that is mostly CTA costs and load latency (chain_latency)
+    chain = best.t_compute - best.t_overhead
+    lat = best.chain_latency
+    compute, latency = (sm.where(lat, 0.0, chain), sm.where(lat, chain, 0.0)) if not _is_false(lat) \
+        else (chain, 0.0)
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
-                 best.t_compute - best.t_overhead, best.t_dram, best.t_l2, fixed, res, best.t_overhead)
+                 compute, best.t_dram, best.t_l2, fixed, res, best.t_overhead, latency)
+
+
+def _is_false(x: Any) -> bool:
+    return not isinstance(x, np.ndarray) and not x
 
 
 # ---- everything else -------------------------------------------------------------------------------
@@ -420,12 +431,9 @@ def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency, rounds: Any 
     estimator/pricing/quant.py) bound its memory term from below: the rounds after the first (whose load
     is the fixed part's mem_latency_s) at `block_quant_round_s` each."""
     compute, dram, l2, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
-    plan = _plan("stream", None, None, None, None, None, time, compute, dram, l2, fixed, res)
+    latency = 0.0
     if rounds is not None and "block_quant_round_s" in hw.efficiency:
         # the rounds' latency is a term of the max, beside compute and memory
         latency = (rounds - 1) * hw.efficiency["block_quant_round_s"]
         time = fixed + sm.maximum(compute, dram, l2, latency)
-        parts = {**plan.parts, "latency": latency}
-        terms = {**plan.terms, "latency": fixed + latency}
-        plan = replace(plan, estimate_s=time, terms=terms, parts=parts, limiter=dominant(parts))
-    return plan
+    return _plan("stream", None, None, None, None, None, time, compute, dram, l2, fixed, res, latency=latency)

@@ -65,7 +65,8 @@ def memory_text(mem: Memory, isl: int, osl: int, batch: int | None, context: int
 def serve_text(r: ServeResult, title: str) -> str:
     w = r.workload
     if not r.fits:
-        return f"{title}\n  does not fit: {'; '.join(r.notes)}"
+        notes = "; ".join(n.removeprefix("does not fit: ") for n in r.notes)  # one prefix, not two
+        return f"{title}\n  does not fit: {notes}"
     lines = [
         title,
         f"workload: isl {w.isl}, osl {w.osl}, concurrency {w.concurrency} ({w.batching} batching); "

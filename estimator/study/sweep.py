@@ -218,13 +218,11 @@ class Compiled:
                     if name in at:
                         m[i, at[name]] = v
             elif "launch" in at:  # a plan priced by its formula: its terms include the fixed part
-                tile = getattr(self.groups[i].kernel, "tile", None)
-                # fixed + latency + max(compute, memory, l2): a stream plan's latency is in the max
-                additive = "latency" in at and tile is not None and tile.kind != "stream"
-                base = m[i, at["latency"]].copy() if additive else m[i, at["launch"]].copy()
+                # NB: a stream plan has no per-CTA overhead, so this is its parts exactly; an attention
+                # plan priced by formula (L2 residency) keeps its overhead in every term but launch
                 for name in ("compute", "memory", "l2", "latency"):
                     if name in at:
-                        m[i, at[name]] -= m[i, at["launch"]] if name == "latency" else base
+                        m[i, at[name]] -= m[i, at["launch"]]
 
     def _formulas(self, values: Mapping[str, Any]) -> tuple[np.ndarray, list[np.ndarray], int]:
         """(groups x fields x points of the lambdified formulas, the flat dim arrays, points)."""
