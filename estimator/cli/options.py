@@ -77,6 +77,7 @@ class Output:
     json: bool = False
     symbolic: bool = False
     top: int = 15
+    wide: bool = False  # every table column whole (estimator/textfit.py)
 
 
 @dataclass(frozen=True)
@@ -300,6 +301,29 @@ def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
     return Serving(workload, a.memory, a.framework, a.kv_precision, a.batching, concurrency), sweeps
 
 
+# the flags that write a file, checked before anything is estimated (a run of minutes must not fail at
+# its last step on a path it could have refused at once)
+OUTPUT_FLAGS = ("report", "trace", "csv", "plot", "roofline_plot", "breakdown_plot", "save_mlir")
+
+
+def check_writable(flag: str, path: str) -> None:
+    """`path` can be written: its folder exists and is writable, and it is no folder itself."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def _check_outputs(a: Any) -> None:
+    for name in OUTPUT_FLAGS:
+        path = getattr(a, name, None)
+        if path:
+            check_writable("--" + name.replace("_", "-"), path)
+
+
 def _check_print_after(names, gpus) -> None:
     """--print-after names passes of the pipeline that runs (or 'all')."""
     from passes import Pipeline
@@ -315,6 +339,7 @@ def from_args(a: Any) -> Options:
     """The Options of a parsed command line (`a`: the argparse Namespace of estimator/cli/main.py)."""
     from estimator.estimate import EstimateOptions
 
+    _check_outputs(a)
     model = Model(a.model_path, a.model_name, a.hf_config, a.decode, a.kv_cache, a.torch, a.save_mlir,
                   a.expert_parallel)
     dims = MappingProxyType(parse_dims(a.dim))
@@ -333,7 +358,7 @@ def from_args(a: Any) -> Options:
         pricing=base,
         fusion=Fusion(a.fusion, a.pipeline, strategy_list(a.compare_fusion) if a.compare_fusion else None,
                       a.explain, tuple(a.print_after)),
-        output=Output(a.json, a.symbolic, a.top),
+        output=Output(a.json, a.symbolic, a.top, a.wide),
         reports=Reports(a.recommend, only, a.recommend_threshold, a.report, a.trace, a.roofline_plot,
                         a.breakdown_plot),
         parallel=Parallel(parse_tps(a.tp), a.pp),

@@ -27,6 +27,7 @@ from estimator.estimate import Result
 from estimator.ir import dim
 from estimator.pricing.points import point_pricers
 from estimator.pricing.units import dominant_index
+from estimator.textfit import fit_table, wrap
 from estimator.study.crossover import groups
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
@@ -334,7 +335,8 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
     first = runs[0]
     swept = list(first.dims)
     kinds = _kind_columns(runs)
-    limiters = list(first.by_limiter)
+    # a limiter no kernel has at any point gets no column (the CSV and JSON keep every one)
+    limiters = [x for x in first.by_limiter if any(np.any(p.by_limiter.get(x, 0) > 0) for p in runs)]
     multi = len(runs) > 1
     head = (["arch"] * multi + swept + ["estimate", "bound", "limiter"] + [f"{x}%" for x in limiters]
             + ["attn%", "mlp%"] + [f"{k}%" for k in kinds] + (["speedup"] if multi else []))
@@ -361,17 +363,16 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
         if multi:
             row.append(f"{float(first.estimate_s[i]) / est:.2f}x" if est else "-")
         rows.append(row)
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    left = {0} if multi else set()
-    lines = ["  ".join(c.ljust(w) if j in left else c.rjust(w) for j, (c, w) in
-                       enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    # the terminal's width (estimator/textfit.py): the last share columns go first
+    lines = fit_table(rows, ("l" if multi else "") + "r" * (len(head) - multi))
     fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items()) or "none"
     legend = [f"precision {first.precision}; fixed dims: {fixed}; shares are of the estimate "
               f"(limiter: of the kernels with that limiter at that point; attn/mlp: see "
               f"estimator.study.crossover)"]
     if multi:
         legend.append(f"speedup: estimate on {first.arch} / estimate on this GPU")
-    return "\n".join(legend + lines + ([note] if note else []))
+    legend = [part for line in legend for part in wrap(line)]
+    return "\n".join(legend + lines + (wrap(note) if note else []))
 
 
 def csv_rows(runs: Sequence[Points]) -> list[dict[str, Any]]:
