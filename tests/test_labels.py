@@ -184,3 +184,59 @@ def test_messages_carry_their_prefix_once(capsys, tmp_path):
     code, _, err = cli(capsys, "--hf-config", str(cfg))
     assert_one_error_line(code, err, "missing key")
     assert err.count("config.json (llama)") == 1
+
+
+# --- C: conventions ---------------------------------------------------------------------------------
+
+
+def test_tables_fit_the_terminal_and_wide_shows_everything(capsys, monkeypatch):
+    """COLUMNS=100: every line of the default table fits (main: up to 216 columns); --wide keeps every
+    column and whole kernel names."""
+    args = ["--model", "llama-tiny", "--precision", "bf16", "--arch", "h100-sxm"]
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli(capsys, *args)
+    assert code == 0, err
+    assert max(len(line) for line in out.splitlines()) <= 100
+    assert "--wide for" in out
+    code, wide, err = cli(capsys, *args, "--wide")
+    assert code == 0, err
+    assert max(len(line) for line in wide.splitlines()) > 100
+    assert "waves (fill) util" in wide and "--wide for" not in wide
+
+
+def test_numbers_carry_si_prefixes(capsys):
+    from estimator.textfit import si
+
+    assert si(3.186e13, "FLOP") == "31.9 TFLOP"
+    assert si(5.875e10, "B") == "58.8 GB"
+    assert si(528, "B") == "528 B"
+    code, out, _ = cli(capsys, "--model", "llama-tiny", "--precision", "bf16")
+    assert code == 0
+    head = out.splitlines()[3]
+    assert head.startswith("model ") and "FLOP" in head and "e+" not in head
+
+
+def test_an_unbound_files_closed_forms_are_summarised(capsys, tiny_onnx):
+    """llama-tiny.onnx with batch and seq free: main printed the estimate's 2,000-character closed form
+    in the table; the table summarises it and --symbolic prints it whole."""
+    code, out, err = cli(capsys, str(tiny_onnx))
+    assert code == 0, err
+    assert "--symbolic prints it" in out
+    assert max(len(line) for line in out.splitlines()[1:]) < 250
+    code, sym, err = cli(capsys, str(tiny_onnx), "--symbolic")
+    assert code == 0, err
+    assert max(len(line) for line in sym.splitlines()) > 1000  # the full forms
+
+
+@pytest.mark.parametrize("flag, name", [("--report", "r.html"), ("--trace", "t.json"), ("--csv", "s.csv"),
+                                        ("--plot", "p.png"), ("--roofline-plot", "r.png"),
+                                        ("--breakdown-plot", "b.png")])
+def test_an_unwritable_output_fails_before_the_estimate(capsys, monkeypatch, flag, name):
+    import estimator.estimate
+
+    def never(*a, **k):
+        raise AssertionError("estimated before the output path was checked")
+
+    monkeypatch.setattr(estimator.estimate, "estimate", never)
+    code, _, err = cli(capsys, "--model", "llama-tiny", "--precision", "bf16", flag, f"/nonexistent/{name}")
+    assert_one_error_line(code, err, f"{flag} /nonexistent/{name}: no such directory")
