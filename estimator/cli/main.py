@@ -168,9 +168,12 @@ def run(argv: list[str] | None) -> int:
         return 0
     with cyclic_gc_paused(freeze=True):  # start-up: imports and the GPUs live until exit (gc_pause.py)
         opts = from_args(args)  # the one read of the Namespace: every mode takes `opts`
-    from estimator.textfit import fitted, terminal_width
+    import contextlib
 
-    with fitted(None if opts.output.wide else terminal_width()):  # estimator/textfit.py
+    from estimator.textfit import fitted
+
+    # tables fit the terminal (estimator/textfit.py); --wide: every column whole
+    with fitted(None) if opts.output.wide else contextlib.nullcontext():
         for mode in _modes():
             code = mode.run(opts)
             if code is not None:

@@ -231,7 +231,7 @@ def _ranked(result: Result, top: int) -> list[str]:
         each = _num(tm.estimate_s)
         rows.append([str(i), _clip(p.kernel.name, 44), _op_cell(p), str(len(ps)), show(each, "s"),
                      show(each * len(ps), "s"), f"{100 * each * len(ps) / total:.1f}%", show(tm.bound_s, "s"),
-                     tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}",
+                     tm.limiter, _intensity(intensity), "-" if ridge is None else f"{ridge:.0f}",
                      *_tile_cells(p.kernel.tile)])
     lines = ["", f"top {min(top, len(ranked))} of {len(ranked)} distinct kernels by total estimated time:"]
     # too wide for the terminal: names clipped, then the tile columns, bound, ridge and calls left out
@@ -245,6 +245,11 @@ def _ranked(result: Result, top: int) -> list[str]:
                          f"{100 * _num(vals['estimate_s']) / total:.1f}%", show(vals["bound_s"], "s")])
         lines += _table(rows, "lrrrr")
     return lines
+
+
+def _intensity(v: float) -> str:
+    """FLOP per byte: 3 significant digits, whole numbers from 1,000 up (1,250, not 1.25e+03)."""
+    return f"{v:,.0f}" if 1000 <= v < float("inf") else f"{v:.3g}"
 
 
 def _clip(text: str, width: int) -> str:
