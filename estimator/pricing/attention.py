@@ -51,7 +51,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import sympy
 
 from estimator import symmath as sm
 from estimator.pricing import decode_launch
@@ -232,10 +231,10 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
     t_compute = t_cta + chain
-    math_s = waves * steps * t_math  # the chain's math: the rest is CTA costs and load latency
-    latency = 2 * math_s < chain
-    if not isinstance(latency, (bool, np.bool_, np.ndarray)):  # free dims: undecidable, named compute
-        latency = latency is sympy.true
+    # the chain's math (the step's MMAs and softmax, not its synchronization): the rest is CTA costs,
+    # step synchronization and load latency
+    math_s = waves * steps * (t_math - eff["attention_step_s"])
+    latency = 2 * math_s < chain  # with free dims a relation, decided where the tile is (plan.py)
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,

@@ -403,6 +403,8 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
     # decode chain that is mostly CTA costs and load latency (chain_latency)
     chain = best.t_compute - best.t_overhead
     lat = best.chain_latency
+    if isinstance(lat, sympy.Basic):  # free dims: decided as the tile is chosen (SYMBOLIC_DIM_VALUE)
+        lat = bool(lat.xreplace({s: SYMBOLIC_DIM_VALUE for s in lat.free_symbols}))
     compute, latency = (sm.where(lat, 0.0, chain), sm.where(lat, chain, 0.0)) if not _is_false(lat) \
         else (chain, 0.0)
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
