@@ -67,12 +67,12 @@ class TilePlan:
     wave_eff: Any  # ctas / (waves * slots): the share of the machine the last waves leave busy
     tensor_util: Any  # MMA FLOPs / (estimate_s * MMA peak)
     estimate_s: Any
-    terms: dict = field(default_factory=dict)  # compute / memory / launch, each including the fixed part
+    terms: dict = field(default_factory=dict)  # compute / memory / l2 / latency / launch: time = their max
     limiter: str = "memory"  # on arrays of points, an array of names
     resident_bytes: float = 0.0  # reads found in L2 (estimate's capacity)
     resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
     sass: str | None = None  # "file#kernel" when a compiled kernel set the MMA path and CTAs/SM
-    # what the limiter is named from: compute and memory without the fixed part, launch the fixed part
+    # what the limiter is named from (_plan): the max's terms, the per-CTA latency and the fixed part
     parts: dict = field(default_factory=dict)
 
     @property

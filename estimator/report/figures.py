@@ -29,7 +29,8 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.report.findings import distinct
 
-LIMITER_COLORS = {"compute": "#1f77b4", "memory": "#d62728", "launch": "#7f7f7f", "communication": "#9467bd"}
+LIMITER_COLORS = {"compute": "#1f77b4", "memory": "#d62728", "l2": "#ff7f0e", "latency": "#8c564b",
+                  "launch": "#7f7f7f", "communication": "#9467bd"}
 
 
 def _n(x) -> float:
