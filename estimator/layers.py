@@ -9,7 +9,8 @@ prefix may name what does not exist yet (`estimator.calibration`; `tools` while 
 
 Why this order (the code's own dependencies, not only the design sketch's list):
 - core: leaves and the IR. `symmath` (the number-type arithmetic), `ops` (op kind sets) and `textfit`
-  (tables fitted to the terminal, SI prefixes: for the text of every layer) import nothing of the project; `gc_pause` is a process utility the entry points use; `input_limits` (what any
+  (tables fitted to the terminal, SI prefixes: for the text of every layer) import nothing of the
+  project; `gc_pause` is a process utility the entry points use; `input_limits` (what any
   reader of a user's file takes in) is read by the readers of every layer above (hwdesc, which imports
   nothing of estimator, mirrors the two limits it needs).
 - hwdesc: a GPU is data; its loader needs only the core.

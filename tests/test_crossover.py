@@ -100,7 +100,8 @@ def test_matmul_ridge_by_hand():
     m_bound = (2 * K * N / bw) / (2 * K * N / peak - 2 * (K + N) / bw)
     keep = 1 - CO_LIMITING
     assert keep == 0.98
-    m_est = (keep * 2 * K * N / (bw * eff_d)) / (2 * K * N / (peak * eff_t) - keep * 2 * (K + N) / (bw * eff_d))
+    m_est = ((keep * 2 * K * N / (bw * eff_d))
+             / (2 * K * N / (peak * eff_t) - keep * 2 * (K + N) / (bw * eff_d)))
     result = estimate(graph, hw, roofline=True)
     found = [c for c in crossovers(result, "m", {}) if c.what == "limiter"]
     assert [(c.before, c.after) for c in found] == [("memory", "compute")]

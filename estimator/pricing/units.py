@@ -37,7 +37,6 @@ from estimator.ir import Expr
 from estimator.symmath import flat
 from hwdesc import HardwareDescriptor
 
-
 LIMITERS = ("compute", "memory", "l2", "latency", "launch", "communication")
 # NB: a reporting tolerance, not a fitted figure: terms closer than this are one regime within the
 # precision of the efficiency constants they are priced with (a few percent).

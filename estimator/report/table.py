@@ -196,7 +196,8 @@ def to_table(result: Result, top: int = 15) -> str:
         lines += ["", f"free dims: {free}; bind them with --dim NAME=VALUE for a ranked kernel table",
                   "", "by kind (estimate):"]
         for kind, vals in sorted(group_totals(result, "kind").items()):
-            lines.append(f"  {kind:<12} {int(vals['kernels']):>5} kernels  {_summary(vals['estimate_s'], 's')}")
+            each = _summary(vals["estimate_s"], "s")
+            lines.append(f"  {kind:<12} {int(vals['kernels']):>5} kernels  {each}")
     else:
         lines += _ranked(result, top)
     lines += _uncosted(result)

@@ -95,8 +95,8 @@ def limiter_changes(compiled: Compiled, pts: Points, x: str, others: dict[str, i
         wide = [iv for iv in open_ if iv[1] - iv[0] > 1]
         if not wide:
             break
-        probes = [np.unique(np.geomspace(a + 1, b - 1, min(SEARCH_POINTS, b - a - 1)).round().astype(np.int64))
-                  for a, b, _ in wide]
+        probes = [np.unique(np.geomspace(a + 1, b - 1, min(SEARCH_POINTS, b - a - 1)).round()
+                            .astype(np.int64)) for a, b, _ in wide]
         at = compiled.evaluate({x: np.concatenate(probes).astype(float), **others}).dominant_limiter()
         start = 0
         for iv, probe in zip(wide, probes, strict=True):

@@ -27,8 +27,8 @@ from estimator.estimate import Result
 from estimator.ir import dim
 from estimator.pricing.points import point_pricers
 from estimator.pricing.units import dominant_index
-from estimator.textfit import fit_table, wrap
 from estimator.study.crossover import groups
+from estimator.textfit import fit_table, wrap
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
 
