@@ -8,12 +8,12 @@ no layer names fails the test: a new top-level module or package is placed here 
 prefix may name what does not exist yet (`estimator.calibration`; `tools` while it is no package).
 
 Why this order (the code's own dependencies, not only the design sketch's list):
-- core: leaves and the IR. `symmath` (the number-type arithmetic) and `ops` (op kind sets) import
-  nothing of the project; `gc_pause` is a process utility the entry points use; `version` (the tool's
-  and the JSON schema's version, stamped on every JSON) reads only the installed metadata;
-  `input_limits` (what any reader of a user's file takes in) is read by the readers of every layer above
-  (hwdesc, which imports nothing of estimator, mirrors the two limits it needs); `jsonout` is the strict
-  JSON writer of every mode.
+- core: leaves and the IR. `symmath` (the number-type arithmetic), `ops` (op kind sets) and `textfit`
+  (tables fitted to the terminal, SI prefixes: for the text of every layer) import nothing of the
+  project; `gc_pause` is a process utility the entry points use; `version` (the tool's and the JSON
+  schema's version, stamped on every JSON) reads only the installed metadata; `input_limits` (what any
+  reader of a user's file takes in) is read by the readers of every layer above (hwdesc, which imports
+  nothing of estimator, mirrors the two limits it needs); `jsonout` is the strict JSON writer of every mode.
 - hwdesc: a GPU is data; its loader needs only the core.
 - inputs: what comes from outside, read without pricing: model graphs (`frontends`) and the bundled
   builders and configs (`models`).
@@ -42,7 +42,7 @@ from __future__ import annotations
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("estimator.layers", "estimator.errors", "estimator.dtypes", "estimator.ops",
               "estimator.symmath", "estimator.gc_pause", "estimator.ir", "estimator.input_limits",
-              "estimator.version", "estimator.jsonout")),
+              "estimator.version", "estimator.jsonout", "estimator.textfit")),
     ("hwdesc", ("hwdesc",)),
     ("inputs", ("estimator.frontends", "models")),
     ("cost", ("estimator.cost", "estimator.fused", "estimator.kernel")),

@@ -33,6 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ELLIPSIS = "\u2026"
+DOC_COLUMNS = 240
 NOT_RUN = re.compile(r"\s+#\s*not run:\s*(.*)$")
 NEEDS = re.compile(r"\s+#\s*needs:\s*(\S+)\s*$")
 
@@ -132,7 +133,10 @@ def expected_status(ex: Example) -> int:
 
 def _run(command: str, folder: Path) -> tuple[int, str]:
     args = shlex.split(command)[1:]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    # a fixed terminal width (estimator/textfit.py fits tables to COLUMNS): the examples show the output
+    # of a terminal this wide, whatever the width of the one running the tests
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               COLUMNS=str(DOC_COLUMNS))
     done = subprocess.run([sys.executable, "-m", "estimator.cli", *args], cwd=folder, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
     return done.returncode, done.stdout

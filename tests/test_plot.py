@@ -56,7 +56,9 @@ def test_limiter_change_markers_sit_where_the_dominant_limiter_changes(runs):
         assert (marker is not None) == bool(changes)
         for x, _, before, after in changes:
             assert before != after
-            near = compiled.evaluate({"seq": np.array([x * 0.999, x * 1.001])}).dominant_limiter()
+            # dims are counts: x is the first integer with the new limiter, x - 1 the last with the old
+            assert x == int(x)
+            near = compiled.evaluate({"seq": np.array([x - 1, x])}).dominant_limiter()
             assert list(near) == [before, after]
             found += 1
     assert found  # gpt2-small fp32 goes launch -> compute -> memory over this range

@@ -173,8 +173,11 @@ def test_cli_table_and_csv(capsys, tmp_path):
                        "h100-sxm,b200", "--csv", str(path))
     assert code == 0
     header = next(line for line in out.splitlines() if line.startswith("arch"))
-    for col in ("seq", "estimate", "bound", "limiter", "compute%", "memory%", "attn%", "mlp%", "speedup"):
+    for col in ("seq", "estimate", "bound", "limiter", "compute%", "launch%", "attn%", "mlp%", "speedup"):
         assert col in header
+    # a limiter no kernel has at any point gets no column (llama-tiny has no memory-limited kernel here);
+    # the CSV keeps every one
+    assert "memory%" not in header
     rows = list(csv.DictReader(io.StringIO(path.read_text())))
     assert len(rows) == 8  # 4 seq values x 2 GPUs
     assert [r["arch"] for r in rows[:2]] == ["h100-sxm", "b200"]
@@ -183,6 +186,7 @@ def test_cli_table_and_csv(capsys, tmp_path):
         assert float(r["estimate_s"]) >= float(r["bound_s"]) > 0
         shares = sum(float(v) for k, v in r.items() if k.startswith("share_limiter_"))
         assert shares == pytest.approx(1.0)
+        assert float(r["share_limiter_memory"]) == 0.0
         assert sum(float(v) for k, v in r.items() if k.startswith("share_kind_")) == pytest.approx(1.0)
 
 

@@ -32,7 +32,10 @@ def check_chrome_trace(doc: dict) -> None:
         assert isinstance(ev["name"], str)
         if ev["ph"] == "M":
             assert ev["name"] in ("process_name", "thread_name", "process_sort_index", "thread_sort_index")
-            assert "name" in ev["args"]
+            # the format's *_sort_index events carry an integer sort_index, the *_name ones a name
+            key = "sort_index" if ev["name"].endswith("_sort_index") else "name"
+            assert set(ev["args"]) == {key}, ev
+            assert isinstance(ev["args"][key], int if key == "sort_index" else str), ev
     json.dumps(doc, allow_nan=False)  # no NaN / Infinity: strict JSON parsers reject them
 
 

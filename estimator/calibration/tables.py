@@ -162,7 +162,7 @@ class Template:
                 plan = tplan.attention_plan(a, k.unit, None, hw, hwp, menu, NO_RESIDENCY)
             else:
                 flops = {u: fn(values) for u, fn in k.flops.items()}
-                total = total + tplan.stream_time(flops, dram, resident, hw)[3]
+                total = total + tplan.stream_time(flops, dram, resident, hw)[4]
                 continue
             total = total + plan.estimate_s  # the tile each row's own argmin picks (symmath.argmin)
         return total

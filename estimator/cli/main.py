@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--symbolic", action="store_true", help="print closed-form totals in the free dims")
     p.add_argument("--top", type=int, default=15, metavar="N", help="kernels in the table (default 15)")
+    p.add_argument("--wide", action="store_true",
+                   help="every table column whole (default: tables fit the terminal's width, COLUMNS)")
     p.add_argument("--strict", action="store_true", help="an uncosted op is an error")
     p.add_argument("--roofline", action="store_true",
                    help="price kernels by the roofline estimate only (no tile plans, no L2 residency)")
@@ -177,11 +179,17 @@ def run(argv: list[str] | None) -> int:
         return 0
     with cyclic_gc_paused(freeze=True):  # start-up: imports and the GPUs live until exit (gc_pause.py)
         opts = from_args(args)  # the one read of the Namespace: every mode takes `opts`
-    for mode in _modes():
-        code = mode.run(opts)
-        if code is not None:
-            return code
-    return plain(opts)
+    import contextlib
+
+    from estimator.textfit import fitted
+
+    # tables fit the terminal (estimator/textfit.py); --wide: every column whole
+    with fitted(None) if opts.output.wide else contextlib.nullcontext():
+        for mode in _modes():
+            code = mode.run(opts)
+            if code is not None:
+                return code
+        return plain(opts)
 
 
 def plain(opts) -> int:

@@ -84,6 +84,7 @@ class Output:
     json: bool = False
     symbolic: bool = False
     top: int = 15
+    wide: bool = False  # every table column whole (estimator/textfit.py)
 
 
 @dataclass(frozen=True)
@@ -362,12 +363,47 @@ def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
     return Serving(workload, a.memory, a.framework, a.kv_precision, a.batching, concurrency), sweeps
 
 
+# the flags that write a file, checked before anything is estimated (a run of minutes must not fail at
+# its last step on a path it could have refused at once)
+OUTPUT_FLAGS = ("report", "trace", "csv", "plot", "roofline_plot", "breakdown_plot", "save_mlir")
+
+
+def check_writable(flag: str, path: str) -> None:
+    """`path` can be written: its folder exists and is writable, and it is no folder itself."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path}: no such directory {folder}")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+
+
+def _check_outputs(a: Any) -> None:
+    for name in OUTPUT_FLAGS:
+        path = getattr(a, name, None)
+        if path:
+            check_writable("--" + name.replace("_", "-"), path)
+
+
+def _check_print_after(names, gpus) -> None:
+    """--print-after names passes of the pipeline that runs (or 'all')."""
+    from passes import Pipeline
+
+    ran = {n for g in gpus for n in Pipeline.parse(g.pricing.pipeline).names}
+    for name in names:
+        if name != "all" and gpus and name not in ran:
+            raise UsageError(f"--print-after {name}: no such pass in the pipeline (its passes: "
+                             f"{', '.join(sorted(ran))}; or 'all')")
+
+
 def from_args(a: Any) -> Options:
     """The Options of a parsed command line (`a`: the argparse Namespace of estimator/cli/main.py)."""
     from estimator.estimate import EstimateOptions
 
     par = Parallel(parse_tps(a.tp), a.pp, a.attention_dp, a.moe_tp, a.expert_parallel)
     split = par.at() if (a.expert_parallel or a.attention_dp or a.moe_tp) else None
+    _check_outputs(a)
     model = Model(a.model_path, a.model_name, a.hf_config, a.decode, a.kv_cache, a.torch, a.save_mlir,
                   a.expert_parallel, split)
     dims = MappingProxyType(parse_dims(a.dim))
@@ -377,6 +413,7 @@ def from_args(a: Any) -> Options:
     validation = Validation(a.validate, a.ep, a.runs, a.calibrate_host)
     # --calibrate-host alone measures this machine and needs no GPU (nor `--arch host` measured first)
     gpus = () if a.calibrate_host and not a.validate else _gpus(a, base)
+    _check_print_after(a.print_after, gpus)
     only = tuple(n.strip() for n in a.recommend_only.split(",") if n.strip()) if a.recommend_only else None
     return Options(
         model=model,
@@ -385,7 +422,7 @@ def from_args(a: Any) -> Options:
         pricing=base,
         fusion=Fusion(a.fusion, a.pipeline, strategy_list(a.compare_fusion) if a.compare_fusion else None,
                       a.explain, tuple(a.print_after)),
-        output=Output(a.json, a.symbolic, a.top),
+        output=Output(a.json, a.symbolic, a.top, a.wide),
         reports=Reports(a.recommend, only, a.recommend_threshold, a.report, a.trace, a.roofline_plot,
                         a.breakdown_plot),
         parallel=par,

@@ -102,6 +102,7 @@ def run(opts: Options) -> int | None:
     from estimator.report.table import to_json, to_table
 
     graph, dims = load_graph(opts.model, opts.dims, defaults=not opts.output.symbolic)
+    check_bound(opts, graph, dims)
     ctx = context(opts, graph, dims, opts.hw)
     recs, found = recommendations(opts, ctx)
     from estimator.serve.memory import result_fit
@@ -120,6 +121,20 @@ def run(opts: Options) -> int | None:
             print(format_recommendations(recs, found, ctx.total_s, opts.reports.threshold))
     write_outputs(opts, ctx, recs, found)
     return 0
+
+
+def check_bound(opts: Options, graph, dims) -> None:
+    """The outputs that price numbers (--report, --trace, --roofline-plot, --breakdown-plot, --recommend)
+    refuse a graph with free dims before anything is estimated."""
+    r = opts.reports
+    free = sorted({s.name for s in graph.free_symbols()} - set(dims))
+    asked = [flag for flag, value in (("--report", r.report), ("--trace", r.trace),
+                                      ("--roofline-plot", r.roofline_plot),
+                                      ("--breakdown-plot", r.breakdown_plot), ("--recommend", r.recommend))
+             if value]
+    if free and asked:
+        raise UsageError(f"{asked[0]} needs numbers: bind every free dim with --dim NAME=VALUE (free: "
+                         f"{', '.join(free)})")
 
 
 def context(opts: Options, graph, dims, hw, framework: str | None = None, serve=None):

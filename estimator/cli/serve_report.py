@@ -38,9 +38,9 @@ def context(opts: Options, dep, work, result):
         raise UserError(f"{opts.model.name} does not fit on {dep.opts.tp} x {dep.opts.hw.name}: "
                         "--recommend/--report/--trace need a deployment that fits (run --memory for the "
                         "smallest TP that does)")
-    p = dep.pricing
+    p = dep.step_pricing
     serving = Serving(opts.model.name, dep.opts, work, dep, result)
-    ctx = Context(dep.decode_graph, dep.opts.hw, None, precision=p.precision, dims=decode_dims(work, result),
+    ctx = Context(dep.step_graph, dep.opts.hw, None, precision=p.precision, dims=decode_dims(work, result),
                   pipeline=p.pipeline, tiling=not p.roofline, serve=serving, framework=p.framework)
     ctx.base = dep.decode_step(work, result, after_pass=ctx.after_pass(), strict=opts.pricing.strict,
                                verify_each=opts.pricing.verify_each)

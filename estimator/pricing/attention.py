@@ -109,6 +109,10 @@ class AttnChoice:
     t_l2: Any
     time: Any
     split: int = 1
+    t_overhead: Any = 0.0  # the per-CTA costs outside the max (in t_compute too)
+    # decode: the CTAs' chain (the max's first term) is mostly latency (later waves' CTA costs and K/V
+    # steps at the load pipeline's pace), not math; a bool, an array of points, or False where undecidable
+    chain_latency: Any = False
 
 
 def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
@@ -177,7 +181,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
-                      t_l2, time)
+                      t_l2, time, t_overhead=t_overhead)
 
 
 def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> AttnChoice:
@@ -209,8 +213,8 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     steps = sm.ceil(kv_steps / split) if grouped else a.seq_kv / (kv * split)
     ctas = a.batch * kv_ctas * split
     waves = sm.ceil(ctas / slots)
-    t_step = sm.maximum(_step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped),
-                        eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
+    t_math = _step_time(tile, rows, kv, group * a.seq_q, cpsm, hw, mma=grouped)
+    t_step = sm.maximum(t_math, eff["mem_latency_s"] / 2)  # two K/V stages in flight per CTA
     t_cta = eff.get("attention_decode_cta_s", eff["attention_cta_s"]) * cta_cost + row_s
     t_stream = waves * steps * t_step
     # The MMA kernel reads K/V in whole pages (the last one padded) from DRAM, once per KV head; the
@@ -227,9 +231,14 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
     t_compute = t_cta + chain
+    # the chain's math (the step's MMAs and softmax, not its synchronization): the rest is CTA costs,
+    # step synchronization and load latency
+    math_s = waves * steps * (t_math - eff["attention_step_s"])
+    latency = 2 * math_s < chain  # with free dims a relation, decided where the tile is (plan.py)
     time = fixed_s(hw, True) + t_cta + sm.maximum(chain, t_dram, t_l2) + combine_s(eff, split)
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
-                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split)
+                      ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,
+                      chain_latency=latency)
 
 
 def _per_head_dims(a: Attn) -> tuple | None:
@@ -310,7 +319,8 @@ def fixed_s(hw: Hw, decode: bool) -> float:
 
 def _merge(cond: Any, a: AttnChoice, b: AttnChoice) -> AttnChoice:
     """Elementwise `a` where `cond` else `b` (numpy rows of the calibration mix both kernels)."""
-    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split")
+    fields = ("ctas", "waves", "wave_eff", "t_compute", "t_dram", "t_l2", "time", "split", "t_overhead",
+              "chain_latency")
     merged = {f: sm.where(cond, getattr(a, f), getattr(b, f)) for f in fields}
     return AttnChoice(a.name + "|" + b.name, ctas_per_sm=a.ctas_per_sm, **merged)
 
@@ -326,7 +336,7 @@ def _each(a: Attn, menu: FamilyMenu, hw: Hw, split: int | None = None) -> Iterat
         if hasattr(dk, "shape"):
             yield _merge(dk > tile.max_head_dim, AttnChoice(c.name, c.ctas, c.ctas_per_sm, c.waves,
                                                             c.wave_eff, c.t_compute, c.t_dram, c.t_l2,
-                                                            c.time * 0 + 1.0), c)
+                                                            c.time * 0 + 1.0, t_overhead=c.t_overhead), c)
         elif not sm.numeric(dk) or dk <= tile.max_head_dim:
             yield c
 

@@ -67,12 +67,12 @@ class TilePlan:
     wave_eff: Any  # ctas / (waves * slots): the share of the machine the last waves leave busy
     tensor_util: Any  # MMA FLOPs / (estimate_s * MMA peak)
     estimate_s: Any
-    terms: dict = field(default_factory=dict)  # compute / memory / launch, each including the fixed part
+    terms: dict = field(default_factory=dict)  # compute / memory / l2 / latency / launch: time = their max
     limiter: str = "memory"  # on arrays of points, an array of names
     resident_bytes: float = 0.0  # reads found in L2 (estimate's capacity)
     resident_bytes_bound: float = 0.0  # reads found in L2 (whole L2), for the bound
     sass: str | None = None  # "file#kernel" when a compiled kernel set the MMA path and CTAs/SM
-    # what the limiter is named from: compute and memory without the fixed part, launch the fixed part
+    # what the limiter is named from (_plan): the max's terms, the per-CTA latency and the fixed part
     parts: dict = field(default_factory=dict)
 
     @property
@@ -264,12 +264,11 @@ def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops
         return None
     eff = hw.efficiency
     fixed = eff["launch_s"] + eff["mem_latency_s"] + sm.where(best.split > 1, eff["split_k_s"], 0)
-    memory = sm.maximum(best.t_dram, best.t_l2)
     util = mma_flops / (best.time * hw_peak) if mma_flops is not None and unit[0] == TENSOR else None
     # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
     name = best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
     plan = _plan("gemm", name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
-                 memory, fixed, res)
+                 best.t_dram, best.t_l2, fixed, res)
     return plan if compiled is None else replace(plan, sass=compiled.label)
 
 
@@ -294,9 +293,16 @@ def choose(problem: Any, candidates, reprice) -> Any:
 
 
 def _plan(kind: str, tile: Any, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
-          compute: Any, memory: Any, fixed: Any, res: Residency) -> TilePlan:
-    terms = {"compute": fixed + compute, "memory": fixed + memory, "launch": fixed}
-    parts = {"compute": compute, "memory": memory, "launch": fixed}
+          compute: Any, dram: Any, l2: Any, fixed: Any, res: Residency, overhead: Any = 0.0,
+          latency: Any = 0.0) -> TilePlan:
+    """A plan whose time is fixed + overhead + max(compute, dram, l2, latency), every tile model's shape:
+    `overhead` the per-CTA costs outside the max, `latency` a latency-bound term inside it (0 for most).
+    Its limiter (estimator/pricing/units.py) is the largest of the parts: compute, memory (DRAM), l2,
+    latency (overhead + latency) and launch (the fixed part); its terms' max is the time."""
+    parts = {"compute": compute, "memory": dram, "l2": l2, "latency": overhead + latency, "launch": fixed}
+    base = fixed + overhead
+    terms = {"compute": base + compute, "memory": base + dram, "l2": base + l2, "latency": base + latency,
+             "launch": fixed}
     return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
                     res.bytes_bound, parts=parts)
 
@@ -392,32 +398,44 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
                   lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
-    memory = sm.maximum(best.t_dram, best.t_l2)
     util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None
+    # the per-CTA overhead is outside the max (attention.py's estimate): latency, not compute; so is a
+    # decode chain that is mostly CTA costs and load latency (chain_latency)
+    chain = best.t_compute - best.t_overhead
+    lat = best.chain_latency
+    if isinstance(lat, sympy.Basic):  # free dims: decided as the tile is chosen (SYMBOLIC_DIM_VALUE)
+        lat = bool(lat.xreplace({s: SYMBOLIC_DIM_VALUE for s in lat.free_symbols}))
+    compute, latency = (sm.where(lat, 0.0, chain), sm.where(lat, chain, 0.0)) if not _is_false(lat) \
+        else (chain, 0.0)
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
-                 best.t_compute, memory, fixed, res)
+                 compute, best.t_dram, best.t_l2, fixed, res, best.t_overhead, latency)
+
+
+def _is_false(x: Any) -> bool:
+    return not isinstance(x, np.ndarray) and not x
 
 
 # ---- everything else -------------------------------------------------------------------------------
 
 def stream_time(flops: Mapping, dram_bytes: Any, resident: Any, hw: HardwareDescriptor) -> tuple:
-    """(compute, memory, fixed, estimate) of the streaming model for Work-like flops and bytes."""
+    """(compute, dram, l2, fixed, estimate) of the streaming model for Work-like flops and bytes."""
     eff = hw.efficiency
     times = [f / (unit_peak(hw, u, d) * eff[CUDA if u == ALU else u]) for (u, d), f in flops.items()]
     compute = sm.maximum(*times) if len(times) > 1 else (times[0] if times else 0)
     dram = (dram_bytes - resident) / (hw.dram_bytes_per_s * eff["dram"])
     l2 = dram_bytes / (effective_l2_bytes_per_s(hw) * eff["l2"])
-    memory = sm.maximum(dram, l2)
     fixed = eff["launch_s"] + eff["mem_latency_s"]
-    return compute, memory, fixed, fixed + sm.maximum(compute, memory)
+    return compute, dram, l2, fixed, fixed + sm.maximum(compute, dram, l2)
 
 
 def stream_plan(work: Work, hw: HardwareDescriptor, res: Residency, rounds: Any = None) -> TilePlan:
     """The streaming model; `rounds` of a latency-bound grid-stride loop (a block quantization kernel,
     estimator/pricing/quant.py) bound its memory term from below: the rounds after the first (whose load
     is the fixed part's mem_latency_s) at `block_quant_round_s` each."""
-    compute, memory, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
+    compute, dram, l2, fixed, time = stream_time(work.flops, work.dram_bytes, res.bytes, hw)
+    latency = 0.0
     if rounds is not None and "block_quant_round_s" in hw.efficiency:
-        memory = sm.maximum(memory, (rounds - 1) * hw.efficiency["block_quant_round_s"])
-        time = fixed + sm.maximum(compute, memory)
-    return _plan("stream", None, None, None, None, None, time, compute, memory, fixed, res)
+        # the rounds' latency is a term of the max, beside compute and memory
+        latency = (rounds - 1) * hw.efficiency["block_quant_round_s"]
+        time = fixed + sm.maximum(compute, dram, l2, latency)
+    return _plan("stream", None, None, None, None, None, time, compute, dram, l2, fixed, res, latency=latency)

@@ -8,8 +8,10 @@ estimate_s = max(flops_u / (peak_u * eff_u), dram_bytes / (dram_bytes_per_s * ef
 A descriptor's `kernel_classes` (a host's fitted per-class figures; GPUs have none) replace that for
 kernels of a listed class, the op type first, then the kernel kind:
 estimate_s = max(bound_s / roofline, min_kernel_s) + the class's op_overhead_s
-The limiter is whichever term of the estimate is largest: compute, memory or launch. With free dims it
-may not be decidable; then every term that is not provably smaller is named ("compute|memory").
+The limiter is the term of the estimate its time is spent on, by the rule of estimator/pricing/units.py
+(`dominant`: the largest term, co-limiting ones named compute first): here compute, memory or launch; a
+tile plan's terms add l2 and latency (estimator/pricing/plan.py `_plan`). With free dims it may not be
+decidable; then every term that is not provably smaller is named ("compute|memory").
 A collective (a Work with `comm`, estimator/cost/collective.py) is priced by the collective model
 instead (estimator/pricing/collectives.py: bound = its bytes over the link's peak, estimate = the NCCL or
 the framework's custom all-reduce time), limiter `communication`.
@@ -41,7 +43,8 @@ class Timing:
     limiter: str  # on arrays of points, an array of names
     compute_s: Expr  # slowest unit at peak
     memory_s: Expr  # DRAM bytes at peak bandwidth
-    terms: Mapping[str, Expr]  # the estimate's terms: "compute", "memory", "launch" (estimate = their max)
+    terms: Mapping[str, Expr]  # the estimate's terms: "compute", "memory", "launch" (a tile plan's add "l2",
+    # "latency"); estimate = their max
     comm: Mapping[str, object] | None = None  # collectives: {"op", "bytes", "group", "algorithm", "protocol"}
 
 

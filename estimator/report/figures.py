@@ -29,12 +29,13 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.report.findings import distinct
 
-LIMITER_COLORS = {"compute": "#1f77b4", "memory": "#d62728", "launch": "#7f7f7f", "communication": "#9467bd"}
+LIMITER_COLORS = {"compute": "#1f77b4", "memory": "#d62728", "l2": "#ff7f0e", "latency": "#8c564b",
+                  "launch": "#7f7f7f", "communication": "#9467bd"}
 # The breakdown's kind bar draws from colours no limiter uses (matplotlib's tab10 less LIMITER_COLORS, then
-# their tab20 light twins), so a kind never reads as a limiter; a limiter without its own colour takes one
-# of tab20b's dark shades, used by neither.
-KIND_COLORS = ("#ff7f0e", "#2ca02c", "#8c564b", "#e377c2", "#bcbd22", "#17becf", "#ffbb78", "#98df8a",
-               "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+# tab20's light twins), so a kind never reads as a limiter; a limiter without its own colour takes one of
+# tab20b's dark shades, used by neither.
+KIND_COLORS = ("#2ca02c", "#e377c2", "#bcbd22", "#17becf", "#ffbb78", "#98df8a", "#c49c94", "#f7b6d2",
+               "#dbdb8d", "#9edae5", "#aec7e8", "#c5b0d5")
 OTHER_LIMITER_COLORS = ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 

@@ -205,7 +205,7 @@ def _fused_groups(base: Result, alt: Result) -> dict[tuple, list]:
         if any(not {n.name for n in p.kernel.nodes} <= names for p in covered):
             continue
         limiters = {p.timing.limiter for p in covered}
-        if not limiters & {"memory", "launch"}:
+        if not limiters & {"memory", "l2", "launch"}:  # traffic or launches a fusion removes
             continue
         saved = sum(_est(p) for p in covered) - _est(q)
         removed = sum(seconds(p.kernel.work.dram_bytes) for p in covered) - seconds(q.kernel.work.dram_bytes)

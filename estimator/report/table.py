@@ -12,6 +12,7 @@ from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.ir import Expr
 from estimator.pricing.price import unit_peak
 from estimator.symmath import flat_symbolic, rounded
+from estimator.textfit import fit_table, si, wide, width
 
 
 def jsonable(expr: Expr) -> int | float | str:
@@ -148,14 +149,17 @@ def _header(result: Result) -> list[str]:
     if len(declared) < len(result.dims):
         dims += f" (+{len(result.dims) - len(declared)} unnamed)"
     t = result.totals
+    head = (f"{result.hw.display_name} ({result.hw.name}) | precision {result.precision} | dims {dims} | "
+            f"fusion {result.fusion}")
+    passes = f" ({result.pipeline or 'no passes'})"
+    limit = width()
     return [
-        f"{result.hw.display_name} ({result.hw.name}) | precision {result.precision} | dims {dims} | "
-        f"fusion {result.fusion} ({result.pipeline or 'no passes'})",
+        head + (passes if limit is None or len(head + passes) <= limit or result.fusion == "custom" else ""),
         f"{len(result.kernels)} kernels, {result.free_nodes} free ops (views, shape arithmetic), "
         f"{len(result.uncosted)} uncosted",
-        f"total estimate {show(t['estimate_s'], 's')}   bound {show(t['bound_s'], 's')}",
-        f"model FLOPs {show(t['flops'])}   DRAM bytes {show(t['dram_bytes'])}   "
-        f"weight bytes {show(t['weight_bytes'])}",
+        f"total estimate {_summary(t['estimate_s'], 's')}   bound {_summary(t['bound_s'], 's')}",
+        f"model {_si(t['flops'], 'FLOP')}   DRAM {_si(t['dram_bytes'], 'B')}   "
+        f"weights {_si(t['weight_bytes'], 'B')}",
         *_fp32_note(result),
     ]
 
@@ -197,13 +201,29 @@ def _fp32_note(result: Result) -> list[str]:
             "SGLang) run LLMs in bf16 or lower: --precision bf16"]
 
 
-def _table(rows: list[list[str]], align: str) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = []
-    for r in rows:
-        cells = [c.ljust(w) if a == "l" else c.rjust(w) for c, w, a in zip(r, widths, align, strict=True)]
-        out.append("  ".join(cells).rstrip())
-    return out
+SUMMARY_CHARS = 80  # a closed form longer than this is summarised in the table (--symbolic prints it)
+
+
+def _si(expr: Expr, unit: str) -> str:
+    """SI prefixes for a bound number (31.9 TFLOP); a closed form in the free dims as `show` prints it,
+    summarised when long (`_summary`)."""
+    e = sympy.sympify(expr)
+    return si(float(e), unit) if e.is_number else f"{_summary(e)} {unit}"
+
+
+def _summary(e: Expr, unit: str = "") -> str:
+    """A closed form as `show` prints it; longer than SUMMARY_CHARS, its size and free dims instead (the
+    full form is --symbolic's)."""
+    text = show(e, unit)
+    if len(text) <= SUMMARY_CHARS:
+        return text
+    dims = ", ".join(sorted(str(s) for s in sympy.sympify(e).free_symbols))
+    return f"<closed form in {dims}, {len(text):,} characters: --symbolic prints it>"
+
+
+def _table(rows: list[list[str]], align: str, clip: tuple[int, ...] = ()) -> list[str]:
+    """Columns fitted to the terminal (estimator/textfit.py): `clip` columns clipped first."""
+    return fit_table(rows, align, clip)
 
 
 @_flat_report
@@ -214,7 +234,8 @@ def to_table(result: Result, top: int = 15) -> str:
         lines += ["", f"free dims: {free}; bind them with --dim NAME=VALUE for a ranked kernel table",
                   "", "by kind (estimate):"]
         for kind, vals in sorted(group_totals(result, "kind").items()):
-            lines.append(f"  {kind:<12} {int(vals['kernels']):>5} kernels  {show(vals['estimate_s'], 's')}")
+            each = _summary(vals["estimate_s"], "s")
+            lines.append(f"  {kind:<12} {int(vals['kernels']):>5} kernels  {each}")
     else:
         lines += _ranked(result, top)
     lines += _uncosted(result)
@@ -249,10 +270,11 @@ def _ranked(result: Result, top: int) -> list[str]:
         each = _num(tm.estimate_s)
         rows.append([str(i), _clip(p.kernel.name, 44), _op_cell(p), str(len(ps)), show(each, "s"),
                      show(each * len(ps), "s"), f"{100 * each * len(ps) / total:.1f}%", show(tm.bound_s, "s"),
-                     tm.limiter, f"{intensity:.3g}", "-" if ridge is None else f"{ridge:.0f}",
+                     tm.limiter, _intensity(intensity), "-" if ridge is None else f"{ridge:.0f}",
                      *_tile_cells(p.kernel.tile)])
     lines = ["", f"top {min(top, len(ranked))} of {len(ranked)} distinct kernels by total estimated time:"]
-    lines += _table(rows, "rllrrrrrlrrll")
+    # too wide for the terminal: names clipped, then the tile columns, bound, ridge and calls left out
+    lines += fit_table(rows, "rllrrrrrlrrll", clip=(1, 2), drop=(12, 11, 7, 10, 3, 2, 9))
     for key in ("limiter", "kind"):
         lines += ["", f"by {key}:"]
         groups = sorted(group_totals(result, key).items(), key=lambda kv: -_num(kv[1]["estimate_s"]))
@@ -264,8 +286,13 @@ def _ranked(result: Result, top: int) -> list[str]:
     return lines
 
 
+def _intensity(v: float) -> str:
+    """FLOP per byte: 3 significant digits, whole numbers from 1,000 up (1,250, not 1.25e+03)."""
+    return f"{v:,.0f}" if 1000 <= v < float("inf") else f"{v:.3g}"
+
+
 def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else "..." + text[-(width - 3):]
+    return text if wide() or len(text) <= width else "..." + text[-(width - 3):]
 
 
 def _uncosted(result: Result) -> list[str]:

@@ -38,8 +38,11 @@ def _s(expr) -> float:
     return float(e)
 
 
-def _meta(name: str, pid: int, tid: int, value: str) -> dict[str, Any]:
-    return {"name": name, "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": tid, "args": {"name": value}}
+def _meta(name: str, pid: int, tid: int, value: str | int) -> dict[str, Any]:
+    """A metadata event; the Chrome trace format's `*_sort_index` events carry `sort_index`, the
+    others `name`."""
+    key = "sort_index" if name.endswith("_sort_index") else "name"
+    return {"name": name, "ph": "M", "ts": 0, "dur": 0, "pid": pid, "tid": tid, "args": {key: value}}
 
 
 def kernel_args(p) -> dict[str, Any]:
@@ -61,7 +64,7 @@ def to_trace(result: Result, gpus: int = 1) -> dict[str, Any]:
     for gpu in range(gpus):
         name = f"GPU {gpu}: {result.hw.display_name} ({result.hw.name})"
         events.append(_meta("process_name", gpu, 0, name))
-        events.append(_meta("process_sort_index", gpu, 0, str(gpu)))
+        events.append(_meta("process_sort_index", gpu, 0, gpu))
         used = {1 if p.kernel.kind in COMMUNICATION_KINDS else 0 for p in result.kernels} or {0}
         for tid in sorted(used):
             events.append(_meta("thread_name", gpu, tid, STREAMS[tid]))

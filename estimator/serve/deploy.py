@@ -83,6 +83,20 @@ class Deployment:
         base, p = self.model.removesuffix("-decode"), self.parallel
         return shard_tp(imported(base, bundled_config(base)[2], p.ep, p.attention_dp, p.tp)[0], p.tp).graph
 
+    @functools.cached_property
+    def step_graph(self):
+        """`decode_graph` as the serving steps price it (estimator/serve/steps.py `_retyped`): at the
+        deployed precision, its KV cache at --kv-precision; the decode_graph itself without one."""
+        from estimator.serve.steps import _retyped
+
+        return _retyped(self.decode_graph, self.opts) if self.opts.kv_precision else self.decode_graph
+
+    @property
+    def step_pricing(self):
+        """`pricing` for `step_graph`: with --kv-precision the graph is typed already (re-typing it at
+        --precision would undo the cache's dtype)."""
+        return replace(self.pricing, precision=None) if self.opts.kv_precision else self.pricing
+
     @property
     def pricing(self):
         """The EstimateOptions of this deployment's kernels (its precision, pipeline, tile model or
@@ -100,8 +114,10 @@ class Deployment:
         verify_each): the per-kernel table under the serving summary and the base of its report."""
         from estimator.estimate import estimate
 
-        return estimate(self.decode_graph, self.opts.hw, self.pricing, dims=decode_dims(work, result),
+        step = estimate(self.step_graph, self.opts.hw, self.step_pricing, dims=decode_dims(work, result),
                         after_pass=after_pass, **checks)
+        step.precision = self.opts.precision or "graph"  # typed before estimate() under --kv-precision
+        return step
 
 
 def decode_dims(work: Workload, result: ServeResult) -> dict[str, int]:

@@ -42,7 +42,7 @@ def fit_text(r: ServeResult) -> str:
     mem = r.memory
     line = (f"does not fit: {mem.non_kv_bytes / GB:.1f} GB per GPU before any KV cache "
             f"({mem.weights_bytes / GB:.1f} GB of weights) on {mem.device_bytes / GB:.1f} GB; "
-            f"{'; '.join(r.notes)}")
+            f"{'; '.join(n.removeprefix('does not fit: ') for n in r.notes)}")  # one prefix, not two
     fit = r.smallest_fit
     if fit is not None:
         line += "; smallest fit: " + (" ".join(f"--{k} {v}" for k, v in fit.items()) if fit

@@ -39,6 +39,7 @@ from estimator.estimate import Result
 from estimator.ir import Expr, dim
 from estimator.kernel import Kernel
 from estimator.pricing.price import Timing
+from estimator.pricing.units import CO_LIMITING, dominant_index
 
 HI = float(2**31)  # dims are int32 on every runtime: no crossover beyond
 LO = 1.0  # dims are positive integers
@@ -197,6 +198,8 @@ class Family:
     labels: list[str]
     exprs: list[Expr]  # in the real symbol x, other dims substituted
     breaks: list[float] = field(default_factory=list)
+    # where the limiter's label may change: a term within CO_LIMITING of another's (pricing/units.py)
+    label_breaks: list[float] = field(default_factory=list)
 
 
 class Piecewise:
@@ -209,6 +212,8 @@ class Piecewise:
                  which: str = "estimate", lo: float = LO, hi: float = HI) -> None:
         self.x = real_symbol(x_name)
         self.lo, self.hi = lo, hi
+        # the estimate's labels by the limiter's rule; the bound's where its compute = memory (the ridge)
+        self.tolerance = CO_LIMITING if which == "estimate" else 0.0
         sub = {dim(x_name): self.x, **{dim(k): sympy.sympify(v) for k, v in fixed.items()}}
         self.families = []
         for g in group_list:
@@ -224,6 +229,7 @@ class Piecewise:
                 raise ValueError(f"{g.name}: dims {sorted(map(str, stray))} are neither {x_name} nor fixed")
             fam = Family(g, labels, exprs)
             fam.breaks = self._breaks(fam)
+            fam.label_breaks = self._label_breaks(fam)
             self.families.append(fam)
         flat = [e for f in self.families for e in f.exprs]
         self._fn = sympy.lambdify([self.x], flat, "numpy")
@@ -236,6 +242,26 @@ class Piecewise:
                 found += roots_between(fam.exprs[i] - fam.exprs[j], self.x, self.lo, self.hi)
         return _dedupe(found)
 
+    def _label_breaks(self, fam: Family) -> list[float]:
+        """Where one label's term is `tolerance` below another's: the limiter's rule changes there."""
+        keep = 1 - self.tolerance
+        found = []
+        for i in range(len(fam.exprs)):
+            for j in range(len(fam.exprs)):
+                if fam.labels[i] != fam.labels[j]:
+                    found += roots_between(fam.exprs[i] - keep * fam.exprs[j], self.x, self.lo, self.hi)
+        return _dedupe(found)
+
+    def labels_at(self, xs: np.ndarray) -> list[list[str]]:
+        """Per family, its limiter's label at each of xs, by the limiter's rule (pricing/units.py
+        `dominant`: the first label, in the terms' order, within `tolerance` of the largest)."""
+        out = []
+        for f, v in zip(self.families, self.values(xs), strict=True):
+            names = list(dict.fromkeys(f.labels))
+            per = np.stack([v[[k for k, lab in enumerate(f.labels) if lab == n]].max(axis=0) for n in names])
+            out.append([names[k] for k in dominant_index(per, tolerance=self.tolerance)])
+        return out
+
     def values(self, xs: np.ndarray) -> list[np.ndarray]:
         """Per family, its arguments at xs: an array (n_args, len(xs))."""
         xs = np.asarray(xs, dtype=float)
@@ -246,8 +272,9 @@ class Piecewise:
         return [np.argmax(v, axis=0) for v in self.values(xs)]
 
     def breaks(self, families: Sequence[Family] | None = None) -> list[float]:
+        """Where any of `families` changes its winning term or its limiter's label."""
         fams = self.families if families is None else families
-        return _dedupe([b for f in fams for b in f.breaks])
+        return _dedupe([b for f in fams for b in (*f.breaks, *f.label_breaks)])
 
     # --- per-family limiter changes -----------------------------------------------------------------
 
@@ -255,9 +282,8 @@ class Piecewise:
         """(x, limiter below, limiter above) wherever this family's limiter changes, checked on both sides."""
         idx = self.families.index(fam)
         out = []
-        for b in fam.breaks:
-            below, above = self.winners(np.array([b * (1 - REL), b * (1 + REL)]))[idx]
-            lb, la = fam.labels[below], fam.labels[above]
+        for b in fam.label_breaks:
+            lb, la = self.labels_at(np.array([b * (1 - REL), b * (1 + REL)]))[idx]
             if lb != la:
                 out.append((b, lb, la))
         return out
@@ -267,10 +293,11 @@ class Piecewise:
     def total(self, at: float, weight: Callable[[Family, str], float]) -> Expr:
         """The weighted total on the piece containing `at`: sum of weight * count * winning argument."""
         win = self.winners(np.array([at]))
+        labels = self.labels_at(np.array([at]))
         terms = []
-        for f, w in zip(self.families, win, strict=True):
+        for f, w, lab in zip(self.families, win, labels, strict=True):
             k = int(w[0])
-            c = weight(f, f.labels[k])
+            c = weight(f, lab[0])
             if c:
                 terms.append(c * f.group.count * f.exprs[k])
         return sympy.Add(*terms)
@@ -279,9 +306,8 @@ class Piecewise:
         """The weighted total evaluated with the true Max (no piece resolution)."""
         xs = np.asarray(xs, dtype=float)
         out = np.zeros(xs.shape)
-        for f, v in zip(self.families, self.values(xs), strict=True):
-            k = np.argmax(v, axis=0)
-            w = np.array([weight(f, label) for label in f.labels])[k]
+        for f, v, labels in zip(self.families, self.values(xs), self.labels_at(xs), strict=True):
+            w = np.array([weight(f, label) for label in labels])
             out += w * f.group.count * np.max(v, axis=0)
         return out
 

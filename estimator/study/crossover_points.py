@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from estimator.pricing.units import dominant_index
 from estimator.study.crossover import Crossover
 from estimator.study.sweep import _FIELDS, Compiled
 
@@ -29,7 +30,7 @@ def _quantities(c: Compiled, m: np.ndarray) -> dict[tuple, np.ndarray]:
     """Per point: whole-model differences (sign matters) and each group's limiter index."""
     est = m[:, 0, :] * c.counts[:, None]
     terms = m[:, len(_FIELDS):, :]
-    lim = np.argmax(terms, axis=1)  # as Compiled.evaluate: ties to the first (compute)
+    lim = dominant_index(terms, axis=1)  # the limiter's rule, as Compiled.evaluate (pricing/units.py)
     scope = np.array([g.scope for g in c.groups])
     core = np.array([g.core for g in c.groups])
     names = list(c.limiters)

@@ -74,24 +74,46 @@ def _lines(runs: Sequence[tuple[Compiled, Points]], x: str):
     return out
 
 
+# Integer points per interval and round of limiter_changes' search: each round prices every open
+# interval's points in one call, so an interval of n integers takes ~log(n) / log(SEARCH_POINTS) rounds.
+SEARCH_POINTS = 32
+
+
 def limiter_changes(compiled: Compiled, pts: Points, x: str, others: dict[str, int], idx: np.ndarray
                     ) -> list[tuple[float, float, str, str]]:
     """(x, estimate there, limiter before, limiter after) where the dominant limiter changes between two
-    consecutive sweep points, located by bisection on the continuous dim."""
+    consecutive sweep points: the first integer x after the earlier point where it differs from the
+    earlier point's (dims are counts, as in estimator/study/crossover_points.py). Every open interval is
+    narrowed at once: each round prices SEARCH_POINTS integers of each in one Compiled.evaluate."""
     dom = pts.dominant_limiter()[idx]
-    xs = pts.dims[x][idx].astype(float)
-    out = []
-    for i in np.nonzero(dom[:-1] != dom[1:])[0]:
-        a, b = xs[i], xs[i + 1]
-        for _ in range(40):
-            mid = np.sqrt(a * b)
-            if compiled.evaluate({x: mid, **others}).dominant_limiter()[0] == dom[i]:
-                a = mid
+    xs = pts.dims[x][idx].astype(np.int64)
+    # (last x known to have the earlier limiter, first x known to differ, the earlier limiter)
+    open_ = [[int(xs[i]), int(xs[i + 1]), dom[i]] for i in np.nonzero(dom[:-1] != dom[1:])[0]]
+    if not open_:
+        return []
+    while True:
+        wide = [iv for iv in open_ if iv[1] - iv[0] > 1]
+        if not wide:
+            break
+        probes = [np.unique(np.geomspace(a + 1, b - 1, min(SEARCH_POINTS, b - a - 1)).round()
+                            .astype(np.int64)) for a, b, _ in wide]
+        at = compiled.evaluate({x: np.concatenate(probes).astype(float), **others}).dominant_limiter()
+        start = 0
+        for iv, probe in zip(wide, probes, strict=True):
+            got = at[start:start + probe.size]
+            start += probe.size
+            differs = np.nonzero(got != iv[2])[0]
+            if differs.size:
+                k = int(differs[0])
+                iv[1] = int(probe[k])
+                if k:
+                    iv[0] = int(probe[k - 1])
             else:
-                b = mid
-        at = compiled.evaluate({x: b, **others})
-        out.append((float(b), float(at.estimate_s[0]), str(dom[i]), str(at.dominant_limiter()[0])))
-    return out
+                iv[0] = int(probe[-1])
+    ends = compiled.evaluate({x: np.array([b for _, b, _ in open_], dtype=float), **others})
+    after = ends.dominant_limiter()
+    return [(float(b), float(ends.estimate_s[k]), str(before), str(after[k]))
+            for k, (_, b, before) in enumerate(open_)]
 
 
 def make_figure(runs: Sequence[tuple[Compiled, Points]], x: str, stack: str | None = None,

@@ -26,7 +26,9 @@ from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
 from estimator.pricing.points import point_pricers
+from estimator.pricing.units import dominant_index
 from estimator.study.crossover import groups
+from estimator.textfit import fit_table, wrap
 
 MAX_POINTS = 1_000_000  # per GPU; beyond this the arrays (and any table of them) stop being useful
 
@@ -202,8 +204,9 @@ class Compiled:
 
     def _tile_points(self, m: np.ndarray, values: dict[str, np.ndarray], n: int) -> None:
         """Overwrite, in m (groups x fields x points), the estimate of every tile-planned kernel by its
-        per-point tile model price, and its limiter terms by the plan's parts (compute, memory: without
-        the fixed cost; launch: the fixed cost), which is how the plan names its limiter."""
+        per-point tile model price, and its limiter terms by the plan's parts (compute, memory, l2: the
+        terms of its max; latency and launch: the costs added to it), which is how the plan names its
+        limiter (estimator/pricing/plan.py `_plan`)."""
         if not self.result.tiling:
             return
         at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
@@ -215,8 +218,10 @@ class Compiled:
                 for name, v in plan.parts.items():
                     if name in at:
                         m[i, at[name]] = v
-            elif "launch" in at:  # a stream plan: its terms include the fixed part
-                for name in ("compute", "memory"):
+            elif "launch" in at:  # a plan priced by its formula: its terms include the fixed part
+                # NB: a stream plan has no per-CTA overhead, so this is its parts exactly; an attention
+                # plan priced by formula (L2 residency) keeps its overhead in every term but launch
+                for name in ("compute", "memory", "l2", "latency"):
                     if name in at:
                         m[i, at[name]] -= m[i, at["launch"]]
 
@@ -256,7 +261,7 @@ class Compiled:
         counts = self.counts[:, None]
         est = m[:, 0, :] * counts
         terms = m[:, len(_FIELDS):, :]
-        lim = np.argmax(terms, axis=1)  # ties go to the first (compute), as price.dominant does
+        lim = dominant_index(terms, axis=1)  # the limiter's rule (estimator/pricing/units.py)
         by_limiter = {name: np.where(lim == j, est, 0.0).sum(axis=0) for j, name in enumerate(self.limiters)}
 
         def by(attr: str) -> dict[str, np.ndarray]:
@@ -330,7 +335,8 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
     first = runs[0]
     swept = list(first.dims)
     kinds = _kind_columns(runs)
-    limiters = list(first.by_limiter)
+    # a limiter no kernel has at any point gets no column (the CSV and JSON keep every one)
+    limiters = [x for x in first.by_limiter if any(np.any(p.by_limiter.get(x, 0) > 0) for p in runs)]
     multi = len(runs) > 1
     head = (["arch"] * multi + swept + ["estimate", "bound", "limiter"] + [f"{x}%" for x in limiters]
             + ["attn%", "mlp%"] + [f"{k}%" for k in kinds] + (["speedup"] if multi else []))
@@ -357,17 +363,16 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
         if multi:
             row.append(f"{float(first.estimate_s[i]) / est:.2f}x" if est else "-")
         rows.append(row)
-    widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-    left = {0} if multi else set()
-    lines = ["  ".join(c.ljust(w) if j in left else c.rjust(w) for j, (c, w) in
-                       enumerate(zip(r, widths, strict=True))).rstrip() for r in rows]
+    # the terminal's width (estimator/textfit.py): the last share columns go first
+    lines = fit_table(rows, ("l" if multi else "") + "r" * (len(head) - multi))
     fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items()) or "none"
     legend = [f"precision {first.precision}; fixed dims: {fixed}; shares are of the estimate "
               f"(limiter: of the kernels with that limiter at that point; attn/mlp: see "
               f"estimator.study.crossover)"]
     if multi:
         legend.append(f"speedup: estimate on {first.arch} / estimate on this GPU")
-    return "\n".join(legend + lines + ([note] if note else []))
+    legend = [part for line in legend for part in wrap(line)]
+    return "\n".join(legend + lines + (wrap(note) if note else []))
 
 
 def csv_rows(runs: Sequence[Points]) -> list[dict[str, Any]]:
