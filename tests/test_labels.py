@@ -171,14 +171,21 @@ def test_messages_carry_their_prefix_once(capsys, tmp_path):
     from estimator.serve.serving import ServeResult
     from estimator.serve.summary import serve_text
 
+    class Memory:  # what the does-not-fit line reads of the memory
+        non_kv_bytes, weights_bytes, device_bytes = 40e9, 38e9, 32e9
+
     class Unfit:  # what serve_text reads of a ServeResult that does not fit
         fits = False
         workload = None
+        memory = Memory()
+        smallest_fit = {"tp": 2}
         notes = ["does not fit: no room for one sequence's KV cache"]
 
     assert ServeResult  # the class the stand-in mirrors
     text = serve_text(Unfit(), "title")
     assert text.count("does not fit") == 1
+    assert text.endswith("does not fit: 40.0 GB per GPU before any KV cache (38.0 GB of weights) on 32.0 GB; "
+                         "no room for one sequence's KV cache; smallest fit: --tp 2")
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
     code, _, err = cli(capsys, "--hf-config", str(cfg))
