@@ -35,15 +35,19 @@ OPTIONAL_EFFICIENCY_KEYS = ("op_overhead_s",)
 TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap")
 TILE_SECONDS = ("launch_s", "mem_latency_s", "split_k_s", "attention_cta_s", "attention_step_s",
                 "attention_prefill_s", "attention_decode_s", "attention_decode_cta_s", "attention_split_s",
-                "attention_decode_row_s", "attention_split_each_s")
+                "attention_decode_row_s", "attention_split_each_s", "block_scale_step_s")
 # (attention_decode_row_s: per padded Q row x head-dim element of a decode CTA whose kernel sets
 # row_cost, absent means 0; attention_decode_cta_s: a decode CTA's fixed cost, absent means
 # attention_cta_s, the prefill CTA's;
 # attention_split_s: a split-KV decode's combine, absent means the GEMMs' split_k_s;
-# attention_split_each_s: the combine's cost per split on top, absent means 0.)
+# attention_split_each_s: the combine's cost per split on top, absent means 0;
+# block_scale_step_s: a k-step's scale-factor copy into tensor memory in a block-scaled GEMM whose MMA
+# takes the scales (sm_100, estimator/pricing/gemm.py _promotion), absent means 0.)
 # Optional: the tensor-core fraction for one MMA dtype family where it differs from `tensor` (fp8 GEMMs
-# reach a smaller share of their doubled peak: estimate calibrate --fp8); absent means `tensor`.
-DTYPE_TENSOR_FRACTIONS = ("tensor_fp8",)
+# reach a smaller share of their doubled peak: estimate calibrate --fp8; block-scaled fp4 GEMMs a
+# smaller one still of their quadrupled peak: estimate calibrate --fp8 --fp8-keys tensor_fp4); absent
+# means `tensor`.
+DTYPE_TENSOR_FRACTIONS = ("tensor_fp8", "tensor_fp4")
 # Optional: attention's own L2 fraction (estimator/pricing/attention.py l2_fraction); absent means `l2`.
 # Optional: the GEMM output path and block scales (estimator/pricing/gemm.py): the share of an SM's L2
 # bandwidth its epilogue stores reach, of the DRAM bandwidth a GEMM's tile-wise C stores reach, and of the

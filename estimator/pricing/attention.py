@@ -111,10 +111,26 @@ class AttnChoice:
     split: int = 1
 
 
-def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
+def _softmax_time(scores: Any, alu: Any, sfu_rate: float, alu_rate: float, emulated_ops: int) -> Any:
+    """The softmax's exps on the SFU (MUFU.EX2) and its other ops on the FP32 pipe, separate pipes fed by
+    interleaved warps: the slower of the two. A kernel that computes a share f of its exps in software
+    on the FMA pipe (`emulated_ops` instructions each: FlashAttention-4 on sm_100, a Cody-Waite range
+    reduction and a degree-3 polynomial) takes the f that balances the pipes,
+        (1 - f) * scores / sfu_rate = (alu + f * emulated_ops * scores) / alu_rate,
+    clipped to [0, 1] (f = 0 where the FP32 pipe is the slower already)."""
+    t_sfu, t_alu = scores / sfu_rate, alu / alu_rate
+    if not emulated_ops:
+        return sm.maximum(t_sfu, t_alu)
+    share = sm.minimum(1, sm.maximum(0, (t_sfu - t_alu) / (t_sfu + emulated_ops * scores / alu_rate)))
+    return sm.maximum((1 - share) * t_sfu, t_alu + share * emulated_ops * scores / alu_rate)
+
+
+def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True,
+               emulated_ops: int = 0) -> Any:
     """One kv step of one CTA on an SM it shares with cpsm - 1 others: the two products for `rows`
     (padded) query rows, on tensor cores (`mma`) or as CUDA-core FMAs, the softmax for `score_rows` real
-    ones, and with an 8-bit K/V cache one convert per K/V element."""
+    ones (a share of its exps emulated on the FMA pipe where the tile says, _softmax_time), and with an
+    8-bit K/V cache one convert per K/V element."""
     eff = hw.eff
     slots = hw.sm_count * cpsm  # a CTA gets 1 / slots of the GPU's throughput
     flops = 2 * rows * kv * (a.dk + a.dv)
@@ -127,8 +143,8 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
         alu = alu + eff.get("attention_dequant_ops", DEQUANT_OPS) * kv * (a.dk + a.dv)
     # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
-    t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
-                        alu / (a.alu_ops_per_s * eff["cuda"] / slots))
+    t_soft = _softmax_time(scores, alu, a.sfu_ops_per_s * eff["sfu"] / slots,
+                           a.alu_ops_per_s * eff["cuda"] / slots, emulated_ops)
     hidden = eff["softmax_overlap"]
     # The online softmax rescales the O accumulator (score_rows x dv) once per step; it waits for the
     # P.V product that writes those registers, so it is serial with the MMAs (not hidden by ping-pong).
@@ -162,7 +178,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     bh = a.batch * a.heads
     ctas = bh * q_tiles
     waves = sm.ceil(ctas / slots)
-    t_step = _step_time(a, tile.q, tile.kv, tile.q, cpsm, hw)
+    t_step = _step_time(a, tile.q, tile.kv, tile.q, cpsm, hw, emulated_ops=tile.exp2_fma_ops)
     t_overhead = waves * eff["attention_cta_s"]
     if a.causal:  # greedy list scheduling of unequal CTAs: the busiest SM's share plus one longest CTA
         steps = bh * causal_steps(q_tiles, tile.q, tile.kv, a.seq_kv - a.seq_q, kv_steps)

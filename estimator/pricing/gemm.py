@@ -305,7 +305,7 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw,
     tiles_n = sm.ceil_div(g.n, cols)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
     t_mma_one = 2 * rows * cols * tile_k / (per_sm_peak * tile.sms)
-    t_load = eff["mem_latency_s"] / stages
+    t_load = max(eff["mem_latency_s"] / stages, _step_floor(g, menu, hw))
     t_promote = _promotion(g, rows, cols, tile_k, menu, hw)
     t_iter = sm.maximum(t_mma_one * cpsm, t_load) + t_promote
     k_steps = sm.ceil_div(g.k, tile_k)
@@ -420,7 +420,8 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
     CTA's MMAs may run under it). A tile whose N does not divide the weights' scale block straddles two
     of them (`_straddles`) and pays `block_scale_straddle_s` more a k-step (its promotion picks between
-    two weight scales per column). 0 otherwise."""
+    two weight scales per column).
+    0 otherwise (a family whose MMA takes the scales pays its k-step floor instead, _step_floor)."""
     if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
         return 0.0
     if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
@@ -428,6 +429,20 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
     straddle = hw.eff.get("block_scale_straddle_s", 0.0) if _straddles(g, cols, menu) else 0.0
     return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm + straddle
+
+
+def _step_floor(g: Gemm, menu: FamilyMenu, hw: Hw) -> float:
+    """The shortest k-step of a block-scaled kernel whose MMA takes the scales (`promote: false`,
+    sm_100's tcgen05.mma kind::mxf4nvf4), `block_scale_step_s` where the descriptor has it: a k-step's
+    scale factors are copied from shared memory into tensor memory (tcgen05.cp) and read by its MMAs,
+    a chain the one MMA-issuing thread runs in order for every k-block (CUTLASS's sm100 block-scaled
+    mainloop: the SFA/SFB smem -> TMEM copy ahead of each k-block's MMA), so a CTA's k-loop runs no
+    faster than one chain a k-step however few its MMAs (the small-M rows: a K loop's time whatever N),
+    and a large tile's MMAs hide it. 0 otherwise."""
+    scaled = menu.block_scaled
+    if not g.scale_block or scaled is None or scaled.promote:
+        return 0.0
+    return hw.eff.get("block_scale_step_s", 0.0)
 
 
 def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
@@ -528,7 +543,7 @@ def iter_candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> Iterator[Choice]:
             if o is None:
                 continue
             choices = [_split(g, o, split, hw) for split in splits]
-            if menu.scheduler == "persistent":
+            if menu.scheduler == "persistent" and (scaled is None or scaled.stream_k):
                 choices.append(_stream_k(g, o, hw))
             if kept is not True:  # arrays of points: a tile the library does not run never wins
                 choices = [replace(c, time=np.where(kept, c.time, math.inf)) for c in choices]

@@ -222,7 +222,20 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
         dram = n(sympy.sympify(dram))
     return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
                            peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2,
-                           scale_block=spec.scale_block)
+                           scale_block=spec.scale_block or _inline_scale_block(spec, menu))
+
+
+def _inline_scale_block(spec: GemmSpec, menu: FamilyMenu) -> int:
+    """K elements per scale of an operand whose dtype carries its block scales beside the data (NVFP4:
+    menu `block_scales`, one e4m3 scale per 16 fp4 values), on a family with a block-scaled kernel of
+    its own (`block_scaled`); else 0 (the GEMM is priced as any other, its scale bytes included)."""
+    if menu.block_scaled is None:
+        return 0
+    for dtype in (spec.a.dtype, spec.b.dtype):
+        scale = menu.block_scales.get(dtype)
+        if scale:
+            return int(scale["block"])
+    return 0
 
 
 def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
