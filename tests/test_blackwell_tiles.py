@@ -247,8 +247,8 @@ NVFP4 = 0.5 + 1 / 16  # bytes per element: an fp4 value and its share of the e4m
 
 
 def nvfp4(m, n, k):
-    return gemm_model.Gemm(1, m, n, k, NVFP4, NVFP4, 2, 9000e12, 1.0, dram_bytes=NVFP4 * (m + n) * k + 2 * m * n,
-                           scale_block=16)
+    return gemm_model.Gemm(1, m, n, k, NVFP4, NVFP4, 2, 9000e12, 1.0,
+                           dram_bytes=NVFP4 * (m + n) * k + 2 * m * n, scale_block=16)
 
 
 def test_nvfp4_kernel_menu_no_split_k_no_stream_k():

@@ -66,19 +66,21 @@ GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s",
              "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s",
-                  "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops")
+                  "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops",
+                  "attention_dram")
 # read by decode kernels only (estimator/pricing/attention.py decode, combine_s)
 DECODE_KEYS = ("attention_decode_s", "attention_decode_cta_s", "attention_split_s", "attention_decode_row_s",
                "attention_split_each_s", "attention_dequant_ops")
 FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",
-             "dram_store", "tensor_fp4")
+             "dram_store", "tensor_fp4", "attention_dram")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
          "mem_latency_s": 1e-6, "split_k_s": 2e-6, "epilogue_store": 0.7, "dram_store": 0.7,
          "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
          "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6,
          "attention_decode_row_s": 5e-10, "attention_split_each_s": 1e-7,
-         "attention_dequant_ops": 4.0, "tensor_fp4": 0.5, "block_scale_step_s": 2e-7}
+         "attention_dequant_ops": 4.0, "tensor_fp4": 0.5, "block_scale_step_s": 2e-7,
+         "block_scale_fill_s": 1e-6}
 
 
 # ---- fitting --------------------------------------------------------------------------------------
@@ -138,12 +140,12 @@ def residuals(table: Table, hw, menu, only=None, what: str = "rows") -> list[str
 
 
 FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
-            "block_quant_round_s", "tensor_fp4", "block_scale_step_s")
+            "block_quant_round_s", "tensor_fp4", "block_scale_step_s", "block_scale_fill_s")
 # the NVFP4 GEMM's constants (sm_100): fitted on the nvfp4 rows alone
-FP4_KEYS = ("tensor_fp4", "block_scale_step_s")
+FP4_KEYS = ("tensor_fp4", "block_scale_step_s", "block_scale_fill_s")
 FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
              "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6,
-             "tensor_fp4": 0.5, "block_scale_step_s": 2e-7}
+             "tensor_fp4": 0.5, "block_scale_step_s": 2e-7, "block_scale_fill_s": 1e-6}
 
 
 def fp8_table(keys: tuple[str, ...]) -> str:
@@ -220,9 +222,10 @@ def fit_gemm_only(keys: tuple[str, ...], gemm: Table, hw, menu, args) -> int:
 
 
 def fit_fp4(args) -> int:
-    """The NVFP4 kernel's constants (`--fp8 --fp8-keys tensor_fp4,block_scale_step_s`) on the nvfp4 GEMM
-    rows, priced at once over the rows as the kernel stages are (tables.nvfp4_table: the fp4 quantize
-    kernel and the block-scaled GEMM), on `--sample` rows; the held-out check on the others."""
+    """The NVFP4 kernel's constants (`--fp8 --fp8-keys tensor_fp4,block_scale_step_s,block_scale_fill_s`)
+    on the nvfp4 GEMM rows, priced at once over the rows as the kernel stages are (tables.nvfp4_table:
+    the fp4 quantize kernel and the block-scaled GEMM; a Nelder-Mead search as `fit`'s) on `--sample`
+    rows; the held-out check on the others."""
     check_data(args.data, "gemm.csv.gz")
     hw = hwdesc.load(args.arch)
     menu = menu_for(hw.family)
@@ -290,7 +293,9 @@ def run(args: KernelFit) -> int:
         return fit_gemm_only(args.gemm_keys, gemm, hw, menu, args)
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
-    consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
+    # a key the descriptor lacks starts from START, but attention_dram from `dram` (its meaning when absent)
+    start = {**START, "attention_dram": hw.efficiency["dram"]}
+    consts = {k: hw.efficiency.get(k, start[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
     if args.which == "decode" and not args.no_fit:  # every constant a prefill kernel reads stays as it is
         consts = rounded(fit(DECODE_KEYS, [(gen, sample(len(gen.rows["t"]), args.sample, args.seed))], hw,
                              menu, consts))
@@ -311,7 +316,8 @@ def run(args: KernelFit) -> int:
     what = "in the descriptor (--no-fit)" if args.no_fit else f"fitted on {args.data}"
     print(f"# efficiency constants {what} ({hw.name}, {hw.family})")
     for key in (*GEMM_KEYS, *ATTENTION_KEYS):
-        print(f"{key}: {consts[key]:.3g}")
+        if not args.no_fit or key in hw.efficiency:  # --no-fit: the descriptor's own constants
+            print(f"{key}: {consts[key]:.3g}")
     print("\n# residuals |estimate - measured| / measured, every row, warm inputs")
     for table in (gemm, ctx, gen):
         print("\n".join(residuals(table, fitted, menu)))

@@ -1,6 +1,6 @@
 """`estimate validate WHAT --data DIR`: the estimator against measured tables (estimator/calibration/).
 
-    estimate validate kernels --data DIR [--arch h100-sxm] [--tables gemm,fp8,...] [--warm-inputs]
+    estimate validate kernels --data DIR [--arch h100-sxm] [--tables gemm,fp8,nvfp4,...] [--warm-inputs]
                               [--sample N] [--seed S] [--json OUT] [--markdown]
     estimate validate comm --data DIR [--arch h100-sxm] [--sample N] [--seed S] [--json OUT] [--markdown]
     estimate validate serving --data DIR [--sets 8b-trtllm,...] [--rounds 10] [--fit] [--json OUT]
@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--arch", default="h100-sxm")
         if name == "kernels":
             q.add_argument("--tables", default=KERNEL_TABLES,
-                           help="comma list of gemm, fp8, fp8_block, nvfp4, context, generation, nccl, allreduce")
+                           help="comma list of gemm, fp8, fp8_block, nvfp4, context, generation, nccl, "
+                                "allreduce")
             q.add_argument("--warm-inputs", action="store_true",
                            help="activations start resident in L2 (the benchmarks rotate weights only)")
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")

@@ -6,8 +6,9 @@ skipping the steps a causal mask hides entirely (Q tile t sees past + t * q keys
 the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp per score on the SFU and ~4
 FP32 ops per score: separate pipes, so the slower of the two); `softmax_overlap` is the fraction of the
 shorter of MMA and softmax hidden under the longer (FlashAttention-3 ping-pongs two warpgroups; 0 would
-be fully serial); the rescale of the O accumulator (q x dv multiplies per step) waits for the P.V
-product and is not hidden; `attention_step_s` a step's synchronization:
+be fully serial; a tile with `exp2_fma_ops` moves the share of its exps to the FMA pipe that balances
+the two, as FlashAttention-4 does on sm_100: _softmax_time); the rescale of the O accumulator (q x dv
+multiplies per step) waits for the P.V product and is not hidden; `attention_step_s` a step's synchronization:
 
     t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + t_rescale
                  + attention_step_s
@@ -32,7 +33,8 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
 
     estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
 
-The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
+The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction);
+the DRAM term the kernel's bytes at `attention_dram` of the DRAM rate (dram_fraction, else `dram`).
 An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
 up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
 kernel runs at the library's split, not the cheapest one, a small grid on a 16-bit cache runs the
@@ -190,7 +192,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     # Every CTA streams its K/V steps through L2; K and V reach DRAM once (Work's bytes).
     l2 = steps * tile.kv * (a.dk + a.dv) * a.kv_bytes + a.dram_bytes
     t_l2 = l2 / (hw.l2_bytes_per_s * l2_fraction(eff))
-    t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = a.dram_bytes / (hw.dram_bytes_per_s * dram_fraction(eff))
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
                       t_l2, time)
@@ -237,7 +239,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
     # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
     kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
-    t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = dram / (hw.dram_bytes_per_s * dram_fraction(eff))
     t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
@@ -299,6 +301,15 @@ def l2_fraction(eff: dict) -> float:
     descriptor's 12.4 TB/s, where GEMM panels are fitted near all of it); the cause (load path, the
     two L2 partitions, many SMs reading the same lines at once) is not resolved."""
     return eff.get("attention_l2", eff["l2"])
+
+
+def dram_fraction(eff: dict) -> float:
+    """The share of the DRAM bandwidth an attention kernel's K/V stream reaches: `attention_dram` (fitted on
+    the attention tables) where the descriptor has it, else the GEMMs' `dram`. A decode kernel streams
+    each KV head's cache as long contiguous runs from many CTAs at once, which the GEMMs' figure (set by
+    their weight streams at small M) need not describe: on B200 the decode rows reach ~6-7 TB/s of K/V
+    (79-92 % of 7.7) where the GEMMs' fit is 0.73."""
+    return eff.get("attention_dram", eff["dram"])
 
 
 def split_s(eff: dict) -> float:
