@@ -276,7 +276,8 @@ def test_nvfp4_k_step_floor_is_the_scale_copy_into_tmem():
     low = replace(HW, eff={**EFF, "block_scale_step_s": 1e-7})
     assert gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, low).t_compute \
         == pytest.approx(64 * t_mma)
-    assert gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, HW).t_compute \
+    absent = replace(HW, eff={k: v for k, v in EFF.items() if k != "block_scale_step_s"})
+    assert gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, absent).t_compute \
         == pytest.approx(64 * t_mma)
     # a GEMM without block scales never pays it
     plain = replace(nvfp4(1, 128, 16384), scale_block=0)

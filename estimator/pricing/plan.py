@@ -421,7 +421,11 @@ def stream_time(flops: Mapping, dram_bytes: Any, resident: Any, hw: HardwareDesc
     dram = (dram_bytes - resident) / (hw.dram_bytes_per_s * eff["dram"])
     l2 = dram_bytes / (effective_l2_bytes_per_s(hw) * eff["l2"])
     memory = sm.maximum(dram, l2)
-    fixed = eff["launch_s"] + eff["mem_latency_s"]
+    # a streaming kernel (elementwise, reduction, quantization) takes at least min_kernel_s, the floor of a
+    # kernel launched through a framework, even where the GEMMs' fitted fixed cost is less: B200's GEMMs
+    # finish a tiny shape in 1.8 us (launch_s + mem_latency_s 2.05 us), but its per-tensor fp8 path of
+    # four small kernels and a GEMM floors at 12.4 us, as H100's (12.2 us) does
+    fixed = max(eff["launch_s"] + eff["mem_latency_s"], eff.get("min_kernel_s", 0.0))
     return compute, memory, fixed, fixed + sm.maximum(compute, memory)
 
 
