@@ -303,3 +303,16 @@ def test_nvfp4_quantize_kernel_bytes_on_a_small_shape():
     # the GEMM runs the block-scaled kernel, labelled so
     bound, est = price(model, B200, dtypes, True)
     assert 0 < bound < est
+
+
+def test_streaming_kernels_floor_at_min_kernel_s():
+    # a 4 KB elementwise kernel: its fixed part is the larger of the fitted launch + pipeline fill and
+    # min_kernel_s (2.5 us, the framework-launched kernel's floor): B200's fit 1.54 + 0.507 = 2.05 us
+    # is below it (2.5 us), H100's 1.8 + 0.83 = 2.63 us above (unchanged)
+    from estimator.pricing.plan import stream_time
+
+    h100 = hwdesc.load("h100-sxm")
+    b200_fixed = stream_time({}, 4096, 0, B200)[2]
+    assert B200.efficiency["launch_s"] + B200.efficiency["mem_latency_s"] < B200.efficiency["min_kernel_s"]
+    assert b200_fixed == B200.efficiency["min_kernel_s"] == 2.5e-6
+    assert stream_time({}, 4096, 0, h100)[2] == pytest.approx(1.8e-6 + 8.3e-7)

@@ -38,7 +38,12 @@ tensor_fp8,block_scale; times in log space): besides those two, the library-pick
 `block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
 `block_scale_store` (the DRAM share its C stores reach), estimator/pricing/gemm.py, and the 1 x 128
 quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/pricing/quant.py).
-When every key named is a block_ one, only fp8_block rows are sampled.
+When every key named is a block_ one, only fp8_block rows are sampled. The NVFP4 kernel's keys
+(FP4_KEYS: `tensor_fp4`, the tensor-core fraction of block-scaled fp4 GEMMs; `block_scale_step_s`, the
+k-step floor, and `block_scale_fill_s`, the fixed cost, of sm_100's block-scaled kernel) are fitted apart,
+on the nvfp4 rows (the fp4 quantize kernel and the GEMM) priced at once (tables.nvfp4_table), `--sample`
+of them. Every fit also prints its residuals on the rows its search did not see (the seeded sample's
+complement): the held-out check.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values, with the tables they were fitted on
 and the command line, into the `efficiency` block of the `--arch` GPU's family file,
