@@ -42,8 +42,10 @@ When every key named is a block_ one, only fp8_block rows are sampled. The NVFP4
 (FP4_KEYS: `tensor_fp4`, the tensor-core fraction of block-scaled fp4 GEMMs; `block_scale_step_s`, the
 k-step floor, and `block_scale_fill_s`, the fixed cost, of sm_100's block-scaled kernel) are fitted apart,
 on the nvfp4 rows (the fp4 quantize kernel and the GEMM) priced at once (tables.nvfp4_table), `--sample`
-of them. Every fit also prints its residuals on the rows its search did not see (the seeded sample's
-complement): the held-out check.
+of them. `min_kernel_s` (with --fp8: the floor of a streaming kernel launched through a framework,
+estimator/pricing/plan.py stream_time, which the per-tensor fp8 path's four small kernels show) may be
+fitted beside tensor_fp8 on a family whose GEMMs' fixed cost is below it. Every fit also prints its
+residuals on the rows its search did not see (the seeded sample's complement): the held-out check.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values, with the tables they were fitted on
 and the command line, into the `efficiency` block of the `--arch` GPU's family file,
@@ -145,12 +147,14 @@ def residuals(table: Table, hw, menu, only=None, what: str = "rows") -> list[str
 
 
 FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
-            "block_quant_round_s", "tensor_fp4", "block_scale_step_s", "block_scale_fill_s")
+            "block_quant_round_s", "tensor_fp4", "block_scale_step_s", "block_scale_fill_s",
+            "min_kernel_s")
 # the NVFP4 GEMM's constants (sm_100): fitted on the nvfp4 rows alone
 FP4_KEYS = ("tensor_fp4", "block_scale_step_s", "block_scale_fill_s")
 FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
              "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6,
-             "tensor_fp4": 0.5, "block_scale_step_s": 2e-7, "block_scale_fill_s": 1e-6}
+             "tensor_fp4": 0.5, "block_scale_step_s": 2e-7, "block_scale_fill_s": 1e-6,
+             "min_kernel_s": 2.5e-6}
 
 
 def fp8_table(keys: tuple[str, ...]) -> str:
