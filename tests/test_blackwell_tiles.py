@@ -307,12 +307,16 @@ def test_nvfp4_quantize_kernel_bytes_on_a_small_shape():
 
 def test_streaming_kernels_floor_at_min_kernel_s():
     # a 4 KB elementwise kernel: its fixed part is the larger of the fitted launch + pipeline fill and
-    # min_kernel_s (2.5 us, the framework-launched kernel's floor): B200's fit 1.54 + 0.507 = 2.05 us
-    # is below it (2.5 us), H100's 1.8 + 0.83 = 2.63 us above (unchanged)
+    # min_kernel_s (the framework-launched streaming kernel's floor): B200's GEMM fit 1.54 + 0.507 =
+    # 2.05 us is below its floor, H100's 1.8 + 0.83 = 2.63 us above its 2.5 us (its price unchanged)
     from estimator.pricing.plan import stream_time
 
     h100 = hwdesc.load("h100-sxm")
     b200_fixed = stream_time({}, 4096, 0, B200)[2]
-    assert B200.efficiency["launch_s"] + B200.efficiency["mem_latency_s"] < B200.efficiency["min_kernel_s"]
-    assert b200_fixed == B200.efficiency["min_kernel_s"] == 2.5e-6
+    assert B200.efficiency["launch_s"] + B200.efficiency["mem_latency_s"] == pytest.approx(2.047e-6)
+    assert b200_fixed == B200.efficiency["min_kernel_s"] > 2.047e-6
+    assert h100.efficiency["min_kernel_s"] == 2.5e-6
     assert stream_time({}, 4096, 0, h100)[2] == pytest.approx(1.8e-6 + 8.3e-7)
+    # a bigger floor than the fixed part in the descriptor is the floor; none: the fixed part
+    low = {**B200.efficiency, "min_kernel_s": 1e-6}
+    assert stream_time({}, 4096, 0, replace(B200, efficiency=low))[2] == pytest.approx(2.047e-6)
