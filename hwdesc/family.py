@@ -38,6 +38,7 @@ from hwdesc.schema import (
     EFFICIENCY_KEYS,
     FIGURE_KEYS,
     OPTIONAL_EFFICIENCY_KEYS,
+    OWN_KEYS,
     SCHEMA_VERSION,
     TILE_EFFICIENCY_KEYS,
     HwdescError,
@@ -48,7 +49,8 @@ from hwdesc.schema import (
 FAMILIES_FOLDER = "families"
 OVERRIDES = "efficiency_overrides"
 FIT_KEYS = ("fitted_on", "command")  # a fit's provenance, family files only
-EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS)
+EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS,
+                      *OWN_KEYS)
 _TOP_KEYS = frozenset({"schema_version", "family", "inherits", "collectives", "efficiency"})
 _INHERITS_KEYS = frozenset({"family", "except", "source"})
 

@@ -63,6 +63,14 @@ TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
 BLOCK_KERNEL_SECONDS = ("block_scale_oob_s", "block_scale_straddle_s", "block_quant_round_s")
 BLOCK_KERNEL_FRACTIONS = ("block_scale_store",)
 BLOCK_KERNEL_KEYS = (*BLOCK_KERNEL_SECONDS, *BLOCK_KERNEL_FRACTIONS)
+# Optional, fitted so far on datacenter Blackwell only (hwdesc/families/blackwell.yaml): the tensor-core
+# fraction of block-scaled fp4 GEMMs (estimate calibrate --fp8 --fp8-keys tensor_fp4,...; absent means
+# `tensor`), the DRAM fraction of attention kernels' K/V streams (estimator/pricing/attention.py
+# dram_fraction; absent means `dram`), and the k-step floor and fixed cost of a block-scaled kernel whose
+# MMA takes the scales (estimator/pricing/gemm.py _step_floor, _block_fill; absent means 0).
+OWN_FRACTIONS = ("tensor_fp4", "attention_dram")
+OWN_SECONDS = ("block_scale_step_s", "block_scale_fill_s")
+OWN_KEYS = (*OWN_FRACTIONS, *OWN_SECONDS)
 CONFIDENCES = frozenset({"low", "medium", "high"})
 FIGURE_KEYS = frozenset({"value", "source", "confidence", "note"})
 MAX_MIN_KERNEL_S = 1e-3  # a floor of a millisecond or more is a unit mistake, not a GPU
@@ -242,7 +250,8 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
-                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS), EFFICIENCY_KEYS)
+                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS, *OWN_KEYS),
+                         EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
     check_efficiency_ranges(v, efficiency)
@@ -277,8 +286,8 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
 def check_efficiency_ranges(v: Validator, efficiency: Mapping[str, float],
                             group: str = "efficiency") -> None:
     """Fractions in (0, 1], times under MAX_MIN_KERNEL_S, for the constants `efficiency` gives."""
-    fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS)
-    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS)
+    fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS, *OWN_FRACTIONS)
+    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS, *OWN_SECONDS)
     for key in (k for k in fractions if k in efficiency):
         if efficiency[key] > 1:
             raise v.fail(f"{group}.{key}", f"must be in (0, 1], got {efficiency[key]!r}")

@@ -145,3 +145,46 @@ def test_decode_kernel_pads_the_head_to_its_built_sizes():
                                         decode=True), HOPPER, 1, HW, grouped=True).ctas_per_sm
             for hd in (128, 192, 256)}
     assert cpsm == {128: 3, 192: 1, 256: 1}
+
+
+def test_emulated_exp2_balances_the_sfu_and_fma_pipes():
+    # 16,384 scores, 4 FP32 ops each; SFU 1e12/s and FP32 1e13/s over 100 slots (1e10 and 1e11 a slot):
+    #   exp on the SFU alone  16,384 / 1e10               = 1.6384e-6 s
+    #   FP32 ops              65,536 / 1e11               = 6.5536e-7 s
+    # a share f of the exps at 7 FMA-pipe instructions each balances the pipes:
+    #   f = (1.6384e-6 - 6.5536e-7) / (1.6384e-6 + 7 * 16,384 / 1e11) = 9.8304e-7 / 2.78528e-6 = 0.352941
+    #   t = (1 - f) * 1.6384e-6 = 1.060141e-6 s (= 6.5536e-7 + f * 1.14688e-6 on the FP32 pipe)
+    scores, alu = 16384, 4 * 16384
+    f = (1.6384e-6 - 6.5536e-7) / (1.6384e-6 + 7 * 16384 / 1e11)
+    t = attn_model._softmax_time(scores, alu, 1e10, 1e11, 7)
+    assert t == pytest.approx((1 - f) * 1.6384e-6) == pytest.approx(6.5536e-7 + f * 7 * 16384 / 1e11)
+    assert t == pytest.approx(1.060141e-6, rel=1e-6)
+    # without emulation, the slower pipe alone; with an FP32 pipe already the slower, no exp moves over
+    assert attn_model._softmax_time(scores, alu, 1e10, 1e11, 0) == pytest.approx(1.6384e-6)
+    assert attn_model._softmax_time(scores, 40 * scores, 1e10, 1e11, 7) == pytest.approx(40 * 16384 / 1e11)
+
+
+def test_sm100_prefill_tile_holds_two_q_tiles_and_emulates_exp2():
+    bw = menu_for("blackwell")
+    small, mid, big = bw.attention_tiles
+    # TMEM (512 fp32 columns): two 128-row Q tiles of S (128 columns) + O (head dim) while 2 x (128 + 128)
+    # <= 512, one past it (128 + 256 = 384)
+    assert (small.q, small.kv, small.max_head_dim) == (256, 128, 128)
+    assert 2 * (128 + 128) == bw.tmem.columns and 2 * (128 + 256) > bw.tmem.columns >= 128 + 256
+    assert (mid.q, mid.kv, mid.max_head_dim) == (128, 128, 256) and big.max_head_dim == 512
+    assert {t.exp2_fma_ops for t in bw.attention_tiles} == {7}
+    assert {t.exp2_fma_ops for t in HOPPER.attention_tiles} == {0}  # Hopper: every exp on MUFU
+    # a 256-row tile streams each K/V step once for twice the query rows: half the L2 bytes of 128 rows
+    # (non-causal 1 x 1 x 1024 x 1024, hd 128, bf16): steps x kv x (dk + dv) x 2 B
+    a = _attn(seq_q=1024, seq_kv=1024)
+    two = attn_model.prefill(a, small, HW)
+    one = attn_model.prefill(a, replace(small, q=128), HW)
+    assert two.t_l2 * 10e12 == pytest.approx(4 * 8 * 128 * 256 * 2)  # 4 Q tiles x 8 steps
+    assert one.t_l2 == pytest.approx(2 * two.t_l2)
+
+
+def test_b300_doubles_the_exponent_rate_per_sm():
+    # Blackwell Ultra: 32 MUFU.EX2 a clock per SM, B200's 16 (datasheet figures of the SKU files)
+    b200, b300 = hwdesc.load("b200"), hwdesc.load("b300")
+    assert b200.sfu_ops_per_s == pytest.approx(16 * 148 * 1.98e9)
+    assert b300.sfu_ops_per_s == pytest.approx(32 * 160 * 1.98e9)

@@ -239,3 +239,84 @@ def test_k_step_counts_data_not_block_scales():
     assert tile_k == int(128 / 0.5) == 256
     # stage (128 + 256) * 256 * 0.5625 = 55296 B: (232448 - 32768) // 55296 = 3 stages
     assert stages == int((232448 - 32768) // ((128 + 256) * 256 * nvfp4)) == 3
+
+
+# ---- NVFP4: the sm_100 block-scaled kernel ---------------------------------------------------------
+
+NVFP4 = 0.5 + 1 / 16  # bytes per element: an fp4 value and its share of the e4m3 scale per 16
+
+
+def nvfp4(m, n, k):
+    return gemm_model.Gemm(1, m, n, k, NVFP4, NVFP4, 2, 9000e12, 1.0,
+                           dram_bytes=NVFP4 * (m + n) * k + 2 * m * n, scale_block=16)
+
+
+def test_nvfp4_kernel_menu_no_split_k_no_stream_k():
+    scaled = BW.block_scaled
+    assert scaled is not None and not scaled.promote and not scaled.stream_k and scaled.split_k == (1,)
+    # CTA tiles 128 x {64, 128, 256} on one SM or a pair (256 rows over 2 SMs)
+    assert {(t.m, t.n, t.sms) for t in scaled.tiles} == {(m * s, n, s) for m in (128,) for s in (1, 2)
+                                                         for n in (64, 128, 256)}
+    cands = gemm_model.candidates(nvfp4(1, 128, 16384), BW, HW)
+    assert cands and all(c.split == 1 and not c.stream_k and c.tile in scaled.tiles for c in cands)
+    assert HOPPER.block_scaled.stream_k  # the default: Hopper's block-scaled kernel as it was
+
+
+def test_nvfp4_k_step_floor_is_the_scale_copy_into_tmem():
+    # m = 1, n = 128, k = 16384 on the 128 x 128 tile, one CTA: 16384 / 256 = 64 k-steps of
+    #   MMA   2 * 128 * 128 * 256 / (9000e12 / 148)  = 1.37954e-7 s   (full peak, no load floor)
+    #   floor: the scale factors' copy into TMEM and the MMA that reads them, a chain per k-step
+    #          = block_scale_step_s = 3e-7 s  >  the MMA: the k-loop runs at the floor
+    hw = replace(HW, eff={**EFF, "block_scale_step_s": 3e-7})
+    c = gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, hw)
+    t_mma = 2 * 128 * 128 * 256 / (9000e12 / 148)
+    assert c.tile_k_elems == 256 and c.waves == 1
+    assert c.t_compute == pytest.approx(64 * 3e-7)
+    # a floor under the MMA's time is hidden by it; absent, the k-step is the MMA's alone
+    low = replace(HW, eff={**EFF, "block_scale_step_s": 1e-7})
+    assert gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, low).t_compute \
+        == pytest.approx(64 * t_mma)
+    absent = replace(HW, eff={k: v for k, v in EFF.items() if k != "block_scale_step_s"})
+    assert gemm_model.price_tile(nvfp4(1, 128, 16384), GemmTile(128, 128), False, 1, BW, absent).t_compute \
+        == pytest.approx(64 * t_mma)
+    # a GEMM without block scales never pays it
+    plain = replace(nvfp4(1, 128, 16384), scale_block=0)
+    assert gemm_model.price_tile(plain, GemmTile(128, 128), False, 1, BW, hw).t_compute \
+        == pytest.approx(64 * t_mma)
+
+
+def test_nvfp4_quantize_kernel_bytes_on_a_small_shape():
+    # the activation's fp4 quantize (TensorRT-LLM fp4_quantize) of x[16, 4096] bf16: reads 16 * 4096 * 2
+    # = 131072 B (its per-tensor scale is a constant of the graph), writes 16 * 4096 / 2 = 32768 B of fp4
+    # and 16 * 4096 / 16 = 4096 B of e4m3 scales; 3 + 1 CUDA ops per element (quantize, each block's amax)
+    from estimator.calibration import kernel_graphs
+    from estimator.calibration.validate_kernels import price
+    from estimator.frontends.onnx_import import import_model
+    from estimator.kernel import CostCache, lower
+
+    model, dtypes = kernel_graphs.nvfp4_gemm(16, 4096, 4096)
+    graph = kernel_graphs.retype(import_model(model), ("xq",), "fp4e2m1")
+    quant = lower(graph, CostCache(graph)).kernels[0]
+    assert quant.op == "QuantizeLinear"
+    assert (quant.work.bytes_read, quant.work.bytes_written) == (16 * 4096 * 2, 32768 + 4096)
+    assert sum(quant.work.flops.values()) == 4 * 16 * 4096
+    # the GEMM runs the block-scaled kernel, labelled so
+    bound, est = price(model, B200, dtypes, True)
+    assert 0 < bound < est
+
+
+def test_streaming_kernels_floor_at_min_kernel_s():
+    # a 4 KB elementwise kernel: its fixed part is the larger of the fitted launch + pipeline fill and
+    # min_kernel_s (the framework-launched streaming kernel's floor): B200's GEMM fit 1.54 + 0.507 =
+    # 2.05 us is below its floor, H100's 1.8 + 0.83 = 2.63 us above its 2.5 us (its price unchanged)
+    from estimator.pricing.plan import stream_time
+
+    h100 = hwdesc.load("h100-sxm")
+    b200_fixed = stream_time({}, 4096, 0, B200)[2]
+    assert B200.efficiency["launch_s"] + B200.efficiency["mem_latency_s"] == pytest.approx(2.047e-6)
+    assert b200_fixed == B200.efficiency["min_kernel_s"] > 2.047e-6
+    assert h100.efficiency["min_kernel_s"] == 2.5e-6
+    assert stream_time({}, 4096, 0, h100)[2] == pytest.approx(1.8e-6 + 8.3e-7)
+    # a bigger floor than the fixed part in the descriptor is the floor; none: the fixed part
+    low = {**B200.efficiency, "min_kernel_s": 1e-6}
+    assert stream_time({}, 4096, 0, replace(B200, efficiency=low))[2] == pytest.approx(2.047e-6)

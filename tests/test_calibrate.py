@@ -83,12 +83,12 @@ def test_write_descriptors_replaces_whole_entries(tmp_path):
 def test_a_hopper_fit_reaches_the_families_inheriting_it(tmp_path):
     families = _families(tmp_path)
     fit = {"fitted_on": "t.csv", "command": "estimate calibrate --write"}
-    before = _load("b200", families).efficiency["tensor_fp8"]
+    before = _load("b200", families).efficiency["tensor"]
     descriptors.write_descriptors({"tensor": 0.5, "tensor_fp8": 0.123, "block_scale_oob_s": 1e-11}, tmp_path,
                                 family="hopper", **fit)
     assert _load("h200", families).efficiency["tensor_fp8"] == 0.123
-    assert _load("b200", families).efficiency["tensor"] == 0.5  # inherited
-    assert _load("b200", families).efficiency["tensor_fp8"] == before  # Blackwell's own
+    assert _load("rtx-5090", families).efficiency["tensor"] == 0.5  # inherited by sm_120
+    assert _load("b200", families).efficiency["tensor"] == before  # Blackwell's own fit, not Hopper's
     assert "block_scale_oob_s" not in _load("a100", families).efficiency  # inherits.except
 
 

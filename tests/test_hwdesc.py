@@ -12,7 +12,7 @@ import yaml
 import hwdesc
 from estimator.pricing.menu import menu_for
 from hwdesc import HardwareDescriptor, HwdescError
-from hwdesc.schema import BLOCK_KERNEL_KEYS, TILE_EFFICIENCY_KEYS
+from hwdesc.schema import BLOCK_KERNEL_KEYS, OWN_KEYS, TILE_EFFICIENCY_KEYS
 
 BUNDLED = ["a100", "b200", "b300", "gb200", "h100-pcie", "h100-sxm", "h200", "rtx-5090", "rtx-pro-6000"]
 
@@ -67,8 +67,13 @@ def test_bundled_file_loads_and_passes_schema(arch):
     # the roofline's five constants plus the tile model's (estimator/tiling, fitted by estimate calibrate),
     # and a library-picked block-scaled kernel's own where the family's menu has one (Hopper)
     picked = menu_for(hw.family).block_scaled is not None and bool(menu_for(hw.family).block_scaled.pick)
+    # (and datacenter Blackwell's own: its NVFP4 kernel's and attention's DRAM fraction; its block-scaled
+    # MMA takes the scales, so it has no promotion fraction `block_scale`)
+    scaled = menu_for(hw.family).block_scaled
+    own = set(OWN_KEYS) if hw.family == "blackwell" else set()
+    promotes = {"block_scale"} if scaled is None or scaled.promote else set()
     assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s", *TILE_EFFICIENCY_KEYS,
-                                  *(BLOCK_KERNEL_KEYS if picked else ())}
+                                  *(BLOCK_KERNEL_KEYS if picked else ()), *own} - ({"block_scale"} - promotes)
     assert hw.l2_bytes_per_s is not None  # the tile model's L2 bandwidth
     assert "bf16" in hw.tensor_flops_per_s  # every bundled GPU has BF16 tensor cores
     # every figure has a source: 8 scalars + l2_bytes_per_s + the tensor dtypes + 3 CUDA dtypes + every
@@ -92,7 +97,9 @@ def test_bundled_file_reads_as_numbers_with_plain_pyyaml(arch):
 @pytest.mark.parametrize("arch", BUNDLED)
 def test_sfu_rate_is_16_per_clock_per_sm(arch):
     hw = hwdesc.load(arch)
-    assert hw.sfu_ops_per_s == pytest.approx(16 * hw.sm_count * hw.clock_hz)  # 16 MUFU results/clk/SM
+    # 16 MUFU results/clk/SM; Blackwell Ultra (B300, sm_103) doubles MUFU.EX2 to 32
+    per_clock = 32 if hw.compute_capability == "10.3" else 16
+    assert hw.sfu_ops_per_s == pytest.approx(per_clock * hw.sm_count * hw.clock_hz)
 
 
 def test_h100_sxm_figures():

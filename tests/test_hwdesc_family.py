@@ -61,16 +61,25 @@ def test_hw_efficiency_reads_the_family_file(arch):
     assert dict(hw.efficiency) == _family_values(hw.family)
 
 
-def test_one_h100_fit_read_by_every_family():
-    # the H100 fit is written once (hopper.yaml); Blackwell, sm_120 and Ampere read it through `inherits`
+def test_one_h100_fit_read_by_every_family_but_blackwell():
+    # the H100 fit is written once (hopper.yaml); sm_120 and Ampere read it through `inherits`
     tensor = _raw(families_dir() / "hopper.yaml")["efficiency"]["tensor"]["value"]
     assert tensor == 0.829
-    assert {hwdesc.load(a).efficiency["tensor"] for a in hwdesc.list_archs()} == {0.829}
-    # ... except the fp8 constants they keep from an earlier fit and Hopper's own block-scaled kernel
+    hopper_fit = [a for a in hwdesc.list_archs() if hwdesc.load(a).family != "blackwell"]
+    assert {hwdesc.load(a).efficiency["tensor"] for a in hopper_fit} == {0.829}
     assert hwdesc.load("h100-sxm").efficiency["tensor_fp8"] == 0.669
-    assert hwdesc.load("b200").efficiency["tensor_fp8"] == 0.526
-    assert not set(HOPPER_ONLY) & set(hwdesc.load("gb200").efficiency)
     assert set(HOPPER_ONLY) <= set(hwdesc.load("h200").efficiency)
+    # Blackwell (B200, GB200, B300) has its own B200 fit: one set of constants, no Hopper value inherited
+    raw = _raw(families_dir() / "blackwell.yaml")
+    assert "inherits" not in raw
+    own = {k: f["value"] for k, f in raw["efficiency"].items()}
+    for arch in ("b200", "gb200", "b300"):
+        assert dict(hwdesc.load(arch).efficiency) == own, arch
+    assert own["tensor"] != tensor
+    assert not set(HOPPER_ONLY) & set(own) and "block_scale" not in own  # Hopper's promotion kernel's
+    for key in ("tensor", "dram", "softmax_overlap", "attention_dram", "tensor_fp8", "tensor_fp4",
+                "block_scale_step_s"):
+        assert "b200_sxm" in raw["efficiency"][key]["fitted_on"], key
 
 
 def test_family_collectives_reach_the_skus():
@@ -98,7 +107,7 @@ def test_every_family_constant_says_where_it_came_from(name):
         assert fitted or "not a fit" in fig["source"] or "not refitted for this family" in fig["source"], key
         if fitted:
             assert fig["command"].startswith("estimate calibrate"), key
-    if name != "hopper":  # no fit of its own yet: it says so
+    if name not in ("hopper", "blackwell"):  # no fit of its own yet: it says so
         assert raw["inherits"] == {"family": "hopper", "except": HOPPER_ONLY,
                                    "source": "H100 fit, not refitted for this family"}
     assert _raw(families_dir() / "hopper.yaml")["efficiency"]["min_kernel_s"]["source"].startswith(
@@ -220,6 +229,6 @@ def test_sku_reads_a_changed_family_value(tmp_path):
     folder = _families(tmp_path)
     path = folder / "hopper.yaml"
     path.write_text(path.read_text().replace("value: 0.829", "value: 0.5", 1))
-    hw = hwdesc.load_file(hwdesc.bundled_dir() / "gb200.yaml", families=folder)
+    hw = hwdesc.load_file(hwdesc.bundled_dir() / "rtx-5090.yaml", families=folder)
     assert hw.efficiency["tensor"] == 0.5
-    assert hwdesc.load("gb200").efficiency["tensor"] == 0.829  # the bundled family as it is
+    assert hwdesc.load("rtx-5090").efficiency["tensor"] == 0.829  # the bundled family as it is

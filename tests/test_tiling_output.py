@@ -149,12 +149,17 @@ def test_block_scaled_gemm_on_hopper_promotes_every_block_without_split_k():
 
 
 def test_blackwell_block_scaled_mma_pays_no_promotion():
-    # tcgen05 takes the scales in the MMA (no `block_scaled` in hwdesc/tiles/blackwell.yaml): same price
+    # tcgen05 takes the scales in the MMA (`block_scaled.promote: false` in hwdesc/tiles/blackwell.yaml):
+    # the CUDA-core promotion fraction does not enter the price (its kernel's own tiles and k-step floor
+    # do: tests/test_blackwell_tiles.py)
     bw = menu_for("blackwell")
-    h = hw(block_scale=0.25)
-    times = [min(c.time for c in gemm_model.candidates(fp8(4096, 4096, 4096, scale_block=b), bw, h))
-             for b in (0, 128)]
+    assert not bw.block_scaled.promote
+    times = [min(c.time for c in gemm_model.candidates(fp8(4096, 4096, 4096, scale_block=128), bw,
+                                                       hw(block_scale=f)))
+             for f in (0.25, 0.9)]
     assert times[0] == times[1]
+    assert gemm_model._promotion(fp8(4096, 4096, 4096, scale_block=128), 128, 128, 128, bw,
+                                 hw(block_scale=0.25)) == 0.0
 
 
 def test_plans_of_alike_gemms_keep_their_scaling_apart():

@@ -38,7 +38,14 @@ tensor_fp8,block_scale; times in log space): besides those two, the library-pick
 `block_scale_straddle_s` (a k-step's extra for a tile straddling two weight-scale blocks) and
 `block_scale_store` (the DRAM share its C stores reach), estimator/pricing/gemm.py, and the 1 x 128
 quantization kernel's `block_quant_round_s` (a round of its grid-stride loop, estimator/pricing/quant.py).
-When every key named is a block_ one, only fp8_block rows are sampled.
+When every key named is a block_ one, only fp8_block rows are sampled. The NVFP4 kernel's keys
+(FP4_KEYS: `tensor_fp4`, the tensor-core fraction of block-scaled fp4 GEMMs; `block_scale_step_s`, the
+k-step floor, and `block_scale_fill_s`, the fixed cost, of sm_100's block-scaled kernel) are fitted apart,
+on the nvfp4 rows (the fp4 quantize kernel and the GEMM) priced at once (tables.nvfp4_table), `--sample`
+of them. `min_kernel_s` (with --fp8: the floor of a streaming kernel launched through a framework,
+estimator/pricing/plan.py stream_time, which the per-tensor fp8 path's four small kernels show) may be
+fitted beside tensor_fp8 on a family whose GEMMs' fixed cost is below it. Every fit also prints its
+residuals on the rows its search did not see (the seeded sample's complement): the held-out check.
 The constants are printed rounded to 3 significant digits and the residuals are computed with those
 rounded values on every row. `--write` puts exactly those values, with the tables they were fitted on
 and the command line, into the `efficiency` block of the `--arch` GPU's family file,
@@ -58,7 +65,7 @@ import numpy as np
 import hwdesc
 from estimator.calibration.descriptors import tables_of, write_descriptors
 from estimator.calibration.search import nelder_mead, rounded, sample
-from estimator.calibration.tables import Table, attention_table, check_data, gemm_table, select
+from estimator.calibration.tables import Table, attention_table, check_data, gemm_table, nvfp4_table
 from estimator.errors import UserError
 from estimator.pricing.menu import menu_for
 
@@ -66,19 +73,21 @@ GEMM_KEYS = ("tensor", "dram", "l2", "l2_resident", "launch_s", "mem_latency_s",
              "epilogue_store", "dram_store")
 ATTENTION_KEYS = ("softmax_overlap", "attention_cta_s", "attention_step_s", "attention_prefill_s",
                   "attention_decode_s", "attention_decode_cta_s", "attention_l2", "attention_split_s",
-                  "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops")
+                  "attention_decode_row_s", "attention_split_each_s", "attention_dequant_ops",
+                  "attention_dram")
 # read by decode kernels only (estimator/pricing/attention.py decode, combine_s)
 DECODE_KEYS = ("attention_decode_s", "attention_decode_cta_s", "attention_split_s", "attention_decode_row_s",
                "attention_split_each_s", "attention_dequant_ops")
 FRACTIONS = ("tensor", "dram", "l2", "l2_resident", "softmax_overlap", "attention_l2", "epilogue_store",
-             "dram_store")
+             "dram_store", "tensor_fp4", "attention_dram")
 START = {"tensor": 0.8, "dram": 0.85, "l2": 0.8, "l2_resident": 0.75, "launch_s": 2e-6,
          "mem_latency_s": 1e-6, "split_k_s": 2e-6, "epilogue_store": 0.7, "dram_store": 0.7,
          "softmax_overlap": 0.3, "attention_cta_s": 4e-6,
          "attention_step_s": 1e-7, "attention_prefill_s": 5e-6, "attention_decode_s": 2e-6,
          "attention_decode_cta_s": 4e-6, "attention_l2": 0.5, "attention_split_s": 4e-6,
          "attention_decode_row_s": 5e-10, "attention_split_each_s": 1e-7,
-         "attention_dequant_ops": 4.0}
+         "attention_dequant_ops": 4.0, "tensor_fp4": 0.5, "block_scale_step_s": 2e-7,
+         "block_scale_fill_s": 1e-6}
 
 
 # ---- fitting --------------------------------------------------------------------------------------
@@ -119,11 +128,15 @@ def fit(keys: tuple[str, ...], tables, hw, menu, consts: dict) -> dict:
     return unpack(x)
 
 
-def residuals(table: Table, hw, menu) -> list[str]:
+def residuals(table: Table, hw, menu, only=None, what: str = "rows") -> list[str]:
+    """The residuals per regime over every row, or over the rows of the mask `only` (the held-out check:
+    the rows the search did not see), named `what`."""
     est = table.times(hw, menu)
     err = est / table.rows["t"] - 1
-    lines = [f"{table.name}: {len(err)} rows"]
+    keep = np.ones(len(err), bool) if only is None else only
+    lines = [f"{table.name}: {int(keep.sum())} {what}"]
     for label, mask in [*table.regimes, ("all", np.ones(len(err), bool))]:
+        mask = mask & keep
         if not mask.any():  # a regime without rows (a small table)
             continue
         e = np.abs(err[mask])
@@ -134,9 +147,24 @@ def residuals(table: Table, hw, menu) -> list[str]:
 
 
 FP8_KEYS = ("tensor_fp8", "block_scale", "block_scale_oob_s", "block_scale_straddle_s", "block_scale_store",
-            "block_quant_round_s")
+            "block_quant_round_s", "tensor_fp4", "block_scale_step_s", "block_scale_fill_s",
+            "min_kernel_s")
+# the NVFP4 GEMM's constants (sm_100): fitted on the nvfp4 rows alone
+FP4_KEYS = ("tensor_fp4", "block_scale_step_s", "block_scale_fill_s")
 FP8_START = {"tensor_fp8": 0.6, "block_scale": 0.3, "block_scale_oob_s": 3e-11,
-             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6}
+             "block_scale_straddle_s": 5e-8, "block_scale_store": 0.5, "block_quant_round_s": 1e-6,
+             "tensor_fp4": 0.5, "block_scale_step_s": 2e-7, "block_scale_fill_s": 1e-6,
+             "min_kernel_s": 2.5e-6}
+
+
+def fp8_table(keys: tuple[str, ...]) -> str:
+    """The GEMM rows that constrain `keys`: nvfp4 for the NVFP4 kernel's, fp8_block for the block-scaled
+    fp8 kernel's alone, else every fp8 row (validate_kernels.GEMM_TABLES)."""
+    if all(k in FP4_KEYS for k in keys):
+        return "nvfp4"
+    if all(k.startswith("block_") and k not in FP4_KEYS for k in keys):
+        return "fp8_block"
+    return "fp8"
 
 
 def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[:2]) -> dict:
@@ -149,12 +177,16 @@ def fit_fp8(data: Path, hw, n: int, seed: int, keys: tuple[str, ...] = FP8_KEYS[
     if unknown:
         raise UserError(f"--fp8-keys: not fp8 constants: {', '.join(unknown)} "
                         f"(choose from {', '.join(FP8_KEYS)})")
+    if any(k in FP4_KEYS for k in keys) and not all(k in FP4_KEYS for k in keys):
+        raise UserError(f"--fp8-keys: the NVFP4 constants ({', '.join(FP4_KEYS)}) are fitted apart from "
+                        "the fp8 ones")
 
-    rows = vk.rows_of(data, "fp8")
-    if all(k.startswith("block_") for k in keys):  # constants of the block-scaled rows alone
-        rows = select(rows, rows["dtype"] == "fp8_block")
+    which = fp8_table(keys)
+    rows = vk.rows_of(data, which)
+    if not len(rows["t"]):
+        raise UserError(f"--data {data}: no {which} rows in gemm.csv.gz")
     idx = np.nonzero(sample(len(rows["t"]), n, seed))[0]
-    models = [vk.model_of("fp8", {k: v[i] for k, v in rows.items()}) for i in idx]
+    models = [vk.model_of(which, {k: v[i] for k, v in rows.items()}) for i in idx]
     meas = rows["t"][idx]
     block = rows["dtype"][idx] == "fp8_block"
 
@@ -198,6 +230,34 @@ def fit_gemm_only(keys: tuple[str, ...], gemm: Table, hw, menu, args) -> int:
     return 0
 
 
+def fit_fp4(args) -> int:
+    """The NVFP4 kernel's constants (`--fp8 --fp8-keys tensor_fp4,block_scale_step_s,block_scale_fill_s`)
+    on the nvfp4 GEMM rows, priced at once over the rows as the kernel stages are (tables.nvfp4_table:
+    the fp4 quantize kernel and the block-scaled GEMM; a Nelder-Mead search as `fit`'s) on `--sample`
+    rows; the held-out check on the others."""
+    check_data(args.data, "gemm.csv.gz")
+    hw = hwdesc.load(args.arch)
+    menu = menu_for(hw.family)
+    table = nvfp4_table(args.data)
+    if not len(table.rows["t"]):
+        raise UserError(f"--data {args.data}: no nvfp4 rows in gemm.csv.gz")
+    keys = args.fp8_keys
+    consts = {k: hw.efficiency.get(k, START[k]) for k in keys}
+    seen = sample(len(table.rows["t"]), args.sample, args.seed)
+    if not args.no_fit:
+        consts = rounded(fit(keys, [(table, seen)], hw, menu, consts))
+    print(f"# NVFP4 constants fitted on {args.data} ({hw.name}, {hw.family})")
+    for key in keys:
+        print(f"{key}: {consts[key]:.3g}")
+    fitted = with_constants(hw, consts)
+    print("\n".join(residuals(table, fitted, menu)))
+    print("\n".join(residuals(table, fitted, menu, ~seen, "rows held out")))
+    if args.write:
+        print("wrote " + ", ".join(write_descriptors(
+            consts, family=hw.family, fitted_on=tables_of(args.data, "gemm.csv.gz", rows="nvfp4 GEMM rows"))))
+    return 0
+
+
 @dataclass(frozen=True)
 class KernelFit:
     """What `estimate calibrate` was asked (the command line, read once): `which` is "all" (both stages),
@@ -218,6 +278,8 @@ class KernelFit:
 def run(args: KernelFit) -> int:
     """Fit (or with no_fit, only score) the constants `args.which` names, print them and the residuals;
     with `write`, put them into the fitted GPU's family file."""
+    if args.which == "fp8" and args.fp8_keys and all(k in FP4_KEYS for k in args.fp8_keys):
+        return fit_fp4(args)
     if args.which == "fp8":
         check_data(args.data, "gemm.csv.gz")
         hw = hwdesc.load(args.arch)
@@ -225,7 +287,7 @@ def run(args: KernelFit) -> int:
         print("  ".join(f"{k}: {v:.3g}" for k, v in consts.items())
               + f"  (fitted on {args.fp8_sample} fp8 GEMM rows of {args.data})")
         if args.write:  # fp8 MMA pipelines differ by family: the fit goes to the fitted family only
-            rows = "fp8_block GEMM rows" if all(k.startswith("block_") for k in consts) else "fp8 GEMM rows"
+            rows = f"{fp8_table(tuple(consts))} GEMM rows"
             print("wrote " + ", ".join(write_descriptors(
                 consts, family=hw.family, fitted_on=tables_of(args.data, "gemm.csv.gz", rows=rows))))
         return 0
@@ -240,7 +302,9 @@ def run(args: KernelFit) -> int:
         return fit_gemm_only(args.gemm_keys, gemm, hw, menu, args)
     ctx = attention_table(args.data, "context")
     gen = attention_table(args.data, "generation")
-    consts = {k: hw.efficiency.get(k, START[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
+    # a key the descriptor lacks starts from START, but attention_dram from `dram` (its meaning when absent)
+    start = {**START, "attention_dram": hw.efficiency["dram"]}
+    consts = {k: hw.efficiency.get(k, start[k]) for k in (*GEMM_KEYS, *ATTENTION_KEYS)}
     if args.which == "decode" and not args.no_fit:  # every constant a prefill kernel reads stays as it is
         consts = rounded(fit(DECODE_KEYS, [(gen, sample(len(gen.rows["t"]), args.sample, args.seed))], hw,
                              menu, consts))
@@ -261,10 +325,18 @@ def run(args: KernelFit) -> int:
     what = "in the descriptor (--no-fit)" if args.no_fit else f"fitted on {args.data}"
     print(f"# efficiency constants {what} ({hw.name}, {hw.family})")
     for key in (*GEMM_KEYS, *ATTENTION_KEYS):
-        print(f"{key}: {consts[key]:.3g}")
+        if not args.no_fit or key in hw.efficiency:  # --no-fit: the descriptor's own constants
+            print(f"{key}: {consts[key]:.3g}")
     print("\n# residuals |estimate - measured| / measured, every row, warm inputs")
     for table in (gemm, ctx, gen):
         print("\n".join(residuals(table, fitted, menu)))
+    if not args.no_fit:  # the check on the rows the search did not see (its seeded samples' complement)
+        print(f"\n# held out: the same residuals on the rows outside the search's samples (--sample "
+              f"{args.sample}, --seed {args.seed})")
+        searched = {"decode": (gen,), "attention": (ctx, gen)}.get(args.which, (gemm, ctx, gen))
+        for table in searched:
+            seen = sample(len(table.rows["t"]), args.sample, args.seed)
+            print("\n".join(residuals(table, fitted, menu, ~seen, "rows held out")))
     if args.write:
         written = {k: consts[k] for k in DECODE_KEYS} if args.which == "decode" else \
             {k: consts[k] for k in ATTENTION_KEYS} if args.which == "attention" else consts

@@ -52,6 +52,27 @@ def gemm(m, n, k, weight_initializer: bool = True) -> onnx.ModelProto:
     return _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="gemm")], inputs, [y], inits)
 
 
+def nvfp4_gemm(m, n, k, weight_initializer: bool = True) -> tuple[onnx.ModelProto, dict[str, str]]:
+    """NVFP4 as TensorRT-LLM's Linear runs it: its fp4_quantize kernel turns x into fp4 (e2m1) values
+    with one e4m3 scale per 16 of them (the per-tensor global scale is a calibrated constant: no amax
+    kernel), then the block-scaled fp4 GEMM with an fp4 weight and its own 1 x 16 scales. As ONNX:
+    QuantizeLinear without a blocked scale (estimator/cost/quant.py counts the 1 x 16 scales an fp4
+    output writes) and MatMul with an fp4 weight (the tile model reads the scales beside the data).
+    Returns the model and the tensors to re-type (`xq` to fp4: ONNX has no fp4 QuantizeLinear output
+    here). `weight_initializer=False`: W a graph input, as in `gemm`."""
+    info = helper.make_tensor_value_info
+    x, y = info("x", BF16, [m, k]), info("y", BF16, [m, n])
+    inputs = [x]
+    inits = [helper.make_tensor("x_scale", TensorProto.FLOAT, [], [1.0])]
+    if weight_initializer:
+        inits.append(_external("w", [k, n], TensorProto.FLOAT4E2M1))
+    else:
+        inputs.append(info("w", TensorProto.FLOAT4E2M1, [k, n]))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize"),
+             helper.make_node("MatMul", ["xq", "w"], ["y"], name="gemm")]
+    return _model(nodes, inputs, [y], inits), {"xq": "fp4e2m1", "y": "bf16"}
+
+
 def context_attention(b, s, h, kv, d) -> onnx.ModelProto:
     """RoPE on Q and K, then causal Attention writing Y and the cache (present K/V)."""
     half = f"{d}/2" if isinstance(d, str) else d // 2

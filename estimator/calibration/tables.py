@@ -106,9 +106,12 @@ def _fn(expr, symbols):
 class Template:
     """A table's graph, imported once with symbolic dims and lowered as the CLI would."""
 
-    def __init__(self, model, dim_names: tuple[str, ...], fp8: tuple[str, ...] = ()):
+    def __init__(self, model, dim_names: tuple[str, ...], fp8: tuple[str, ...] = (),
+                 dtypes: dict[str, str] | None = None):
         graph = import_model(model)
         graph = kernel_graphs.retype(graph, fp8)
+        for dtype in sorted(set((dtypes or {}).values())):  # tensors re-typed to other dtypes (NVFP4)
+            graph = kernel_graphs.retype(graph, tuple(n for n, d in dtypes.items() if d == dtype), dtype)
         graph = Pipeline.parse(pipeline_for(DEFAULT_STRATEGY)).run(graph)
         self.graph = graph
         self.symbols = [dim(n) for n in dim_names]
@@ -195,6 +198,19 @@ def gemm_table(data: Path, dtype: str = "bfloat16") -> Table:
     m = rows["m"]
     regimes = [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
     return Table(f"gemm {dtype}", rows, [(np.ones(len(m), bool), t, [rows["m"], rows["n"], rows["k"]])],
+                 regimes, cold=("w",))
+
+
+def nvfp4_table(data: Path) -> Table:
+    """The nvfp4 rows of gemm.csv.gz (the fp4 quantize kernel, then the block-scaled fp4 GEMM:
+    kernel_graphs.nvfp4_gemm), by m as the bf16 table."""
+    rows = read_table(data / "gemm.csv.gz")
+    rows = select(rows, rows["dtype"] == "nvfp4")
+    model, dtypes = kernel_graphs.nvfp4_gemm("m", "n", "k", weight_initializer=False)
+    t = Template(model, ("m", "n", "k"), dtypes=dtypes)
+    m = rows["m"]
+    regimes = [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
+    return Table("gemm nvfp4", rows, [(np.ones(len(m), bool), t, [rows["m"], rows["n"], rows["k"]])],
                  regimes, cold=("w",))
 
 

@@ -60,8 +60,8 @@ from passes import DEFAULT_STRATEGY, pipeline_for
 
 # the GEMM tables are views of gemm.csv.gz by dtype: fp8 holds both fp8 kinds, fp8_block the block-scaled
 # rows alone
-GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: d != "bfloat16",
-               "fp8_block": lambda d: d == "fp8_block"}
+GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: (d == "fp8") | (d == "fp8_block"),
+               "fp8_block": lambda d: d == "fp8_block", "nvfp4": lambda d: d == "nvfp4"}
 NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
 
 
@@ -122,6 +122,9 @@ def model_of(table: str, row: dict) -> tuple:
         block = 128 if row["dtype"] == "fp8_block" else 0
         model, retype = fp8_gemm(i["m"], i["n"], i["k"], block)
         return model, retype, True
+    if table == "nvfp4":
+        model, retype = kernel_graphs.nvfp4_gemm(i["m"], i["n"], i["k"])
+        return model, retype, True
     names = kernel_graphs.fp8_tensors(table, str(row["attn_dtype"]), str(row["kv_cache_dtype"]))
     retype = dict.fromkeys(names, "fp8e4m3")
     if table == "context":
@@ -134,7 +137,7 @@ def model_of(table: str, row: dict) -> tuple:
 
 
 def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
-    if table in ("gemm", "fp8_block"):
+    if table in ("gemm", "fp8_block", "nvfp4"):
         m = rows["m"]
         return [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
     if table == "fp8":

@@ -1,6 +1,6 @@
 """`estimate validate WHAT --data DIR`: the estimator against measured tables (estimator/calibration/).
 
-    estimate validate kernels --data DIR [--arch h100-sxm] [--tables gemm,fp8,...] [--warm-inputs]
+    estimate validate kernels --data DIR [--arch h100-sxm] [--tables gemm,fp8,nvfp4,...] [--warm-inputs]
                               [--sample N] [--seed S] [--json OUT] [--markdown]
     estimate validate comm --data DIR [--arch h100-sxm] [--sample N] [--seed S] [--json OUT] [--markdown]
     estimate validate serving --data DIR [--sets 8b-trtllm,...] [--rounds 10] [--fit] [--json OUT]
@@ -54,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--arch", default="h100-sxm")
         if name == "kernels":
             q.add_argument("--tables", default="",
-                           help="comma list of the tables to run (gemm, fp8, fp8_block, context, generation, "
-                                "nccl, allreduce, ...; default: every table whose file --data holds)")
+                           help="comma list of the tables to run (gemm, fp8, fp8_block, nvfp4, context, "
+                                "generation, nccl, allreduce, ...; default: every table whose file --data "
+                                "holds)")
             q.add_argument("--warm-inputs", action="store_true",
                            help="activations start resident in L2 (the benchmarks rotate weights only)")
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")

@@ -6,8 +6,9 @@ skipping the steps a causal mask hides entirely (Q tile t sees past + t * q keys
 the two MMAs (2 * q * kv * (dk + dv) FLOPs) and the online softmax (one exp per score on the SFU and ~4
 FP32 ops per score: separate pipes, so the slower of the two); `softmax_overlap` is the fraction of the
 shorter of MMA and softmax hidden under the longer (FlashAttention-3 ping-pongs two warpgroups; 0 would
-be fully serial); the rescale of the O accumulator (q x dv multiplies per step) waits for the P.V
-product and is not hidden; `attention_step_s` a step's synchronization:
+be fully serial; a tile with `exp2_fma_ops` moves the share of its exps to the FMA pipe that balances
+the two, as FlashAttention-4 does on sm_100: _softmax_time); the rescale of the O accumulator (q x dv
+multiplies per step) waits for the P.V product and is not hidden; `attention_step_s` a step's synchronization:
 
     t_step     = max(t_mma, t_softmax) + (1 - softmax_overlap) * min(t_mma, t_softmax) + t_rescale
                  + attention_step_s
@@ -32,7 +33,8 @@ NB: one linear figure, fitted on the H100 table's group x head_dim trend):
 
     estimate   = fixed_s + t_cta + max((waves - 1) * t_cta + waves * steps * t_step, t_dram, t_l2)
 
-The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction).
+The L2 term counts DRAM's bytes plus the K/V re-reads at `attention_l2` of the L2 rate (l2_fraction);
+the DRAM term the kernel's bytes at `attention_dram` of the DRAM rate (dram_fraction, else `dram`).
 An MMA kernel's smem tiles and MMAs are those of the head dim it is built for (`head_dims`, the next one
 up). Where the menu has the framework's launch rule (`decode_launch`, see decode_launch.py), the grouped
 kernel runs at the library's split, not the cheapest one, a small grid on a 16-bit cache runs the
@@ -115,10 +117,26 @@ class AttnChoice:
     chain_latency: Any = False
 
 
-def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True) -> Any:
+def _softmax_time(scores: Any, alu: Any, sfu_rate: float, alu_rate: float, emulated_ops: int) -> Any:
+    """The softmax's exps on the SFU (MUFU.EX2) and its other ops on the FP32 pipe, separate pipes fed by
+    interleaved warps: the slower of the two. A kernel that computes a share f of its exps in software
+    on the FMA pipe (`emulated_ops` instructions each: FlashAttention-4 on sm_100, a Cody-Waite range
+    reduction and a degree-3 polynomial) takes the f that balances the pipes,
+        (1 - f) * scores / sfu_rate = (alu + f * emulated_ops * scores) / alu_rate,
+    clipped to [0, 1] (f = 0 where the FP32 pipe is the slower already)."""
+    t_sfu, t_alu = scores / sfu_rate, alu / alu_rate
+    if not emulated_ops:
+        return sm.maximum(t_sfu, t_alu)
+    share = sm.minimum(1, sm.maximum(0, (t_sfu - t_alu) / (t_sfu + emulated_ops * scores / alu_rate)))
+    return sm.maximum((1 - share) * t_sfu, t_alu + share * emulated_ops * scores / alu_rate)
+
+
+def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, mma: bool = True,
+               emulated_ops: int = 0) -> Any:
     """One kv step of one CTA on an SM it shares with cpsm - 1 others: the two products for `rows`
     (padded) query rows, on tensor cores (`mma`) or as CUDA-core FMAs, the softmax for `score_rows` real
-    ones, and with an 8-bit K/V cache one convert per K/V element."""
+    ones (a share of its exps emulated on the FMA pipe where the tile says, _softmax_time), and with an
+    8-bit K/V cache one convert per K/V element."""
     eff = hw.eff
     slots = hw.sm_count * cpsm  # a CTA gets 1 / slots of the GPU's throughput
     flops = 2 * rows * kv * (a.dk + a.dv)
@@ -131,8 +149,8 @@ def _step_time(a: Attn, rows: Any, kv: int, score_rows: Any, cpsm: Any, hw: Hw, 
     if not mma and a.kv_bytes < a.q_bytes:  # a CUDA-core kernel widens every 8-bit K/V element itself
         alu = alu + eff.get("attention_dequant_ops", DEQUANT_OPS) * kv * (a.dk + a.dv)
     # exp on the SFU (MUFU) and the rest on the FP32 pipe: separate pipes fed by interleaved warps
-    t_soft = sm.maximum(scores / (a.sfu_ops_per_s * eff["sfu"] / slots),
-                        alu / (a.alu_ops_per_s * eff["cuda"] / slots))
+    t_soft = _softmax_time(scores, alu, a.sfu_ops_per_s * eff["sfu"] / slots,
+                           a.alu_ops_per_s * eff["cuda"] / slots, emulated_ops)
     hidden = eff["softmax_overlap"]
     # The online softmax rescales the O accumulator (score_rows x dv) once per step; it waits for the
     # P.V product that writes those registers, so it is serial with the MMAs (not hidden by ping-pong).
@@ -166,7 +184,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     bh = a.batch * a.heads
     ctas = bh * q_tiles
     waves = sm.ceil(ctas / slots)
-    t_step = _step_time(a, tile.q, tile.kv, tile.q, cpsm, hw)
+    t_step = _step_time(a, tile.q, tile.kv, tile.q, cpsm, hw, emulated_ops=tile.exp2_fma_ops)
     t_overhead = waves * eff["attention_cta_s"]
     if a.causal:  # greedy list scheduling of unequal CTAs: the busiest SM's share plus one longest CTA
         steps = bh * causal_steps(q_tiles, tile.q, tile.kv, a.seq_kv - a.seq_q, kv_steps)
@@ -178,7 +196,7 @@ def prefill(a: Attn, tile: AttentionTile, hw: Hw) -> AttnChoice:
     # Every CTA streams its K/V steps through L2; K and V reach DRAM once (Work's bytes).
     l2 = steps * tile.kv * (a.dk + a.dv) * a.kv_bytes + a.dram_bytes
     t_l2 = l2 / (hw.l2_bytes_per_s * l2_fraction(eff))
-    t_dram = a.dram_bytes / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = a.dram_bytes / (hw.dram_bytes_per_s * dram_fraction(eff))
     time = fixed_s(hw, False) + t_overhead + sm.maximum(t_steps, t_dram, t_l2)
     return AttnChoice(f"{tile.q}x{tile.kv}", ctas, cpsm, waves, ctas / (waves * slots), t_compute, t_dram,
                       t_l2, time, t_overhead=t_overhead)
@@ -225,7 +243,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # Every CTA streams its K/V through L2: once per KV head, or once per query head (per-head kernel).
     # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
     kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
-    t_dram = dram / (hw.dram_bytes_per_s * eff["dram"])
+    t_dram = dram / (hw.dram_bytes_per_s * dram_fraction(eff))
     t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
@@ -292,6 +310,15 @@ def l2_fraction(eff: dict) -> float:
     descriptor's 12.4 TB/s, where GEMM panels are fitted near all of it); the cause (load path, the
     two L2 partitions, many SMs reading the same lines at once) is not resolved."""
     return eff.get("attention_l2", eff["l2"])
+
+
+def dram_fraction(eff: dict) -> float:
+    """The share of the DRAM bandwidth an attention kernel's K/V stream reaches: `attention_dram` (fitted on
+    the attention tables) where the descriptor has it, else the GEMMs' `dram`. A decode kernel streams
+    each KV head's cache as long contiguous runs from many CTAs at once, which the GEMMs' figure (set by
+    their weight streams at small M) need not describe: on B200 the decode rows reach ~6-7 TB/s of K/V
+    (79-92 % of 7.7) where the GEMMs' fit is 0.73."""
+    return eff.get("attention_dram", eff["dram"])
 
 
 def split_s(eff: dict) -> float:

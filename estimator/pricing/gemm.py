@@ -34,7 +34,11 @@ Ampere and sm_120 menus keep `waves` (the formula above, as fitted on the H100 t
 
 A block-scaled GEMM whose family names its library's kernel (`block_scaled.tiles` and `pick`: Hopper's
 DeepGEMM) is priced on that kernel's one tile, the one the library sets from the shape
-(estimator/pricing/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`).
+(estimator/pricing/pick.py), with that kernel's costs (`_edge`, `_straddles`, `_store_key`). On sm_100
+(`block_scaled.promote: false`: tcgen05.mma applies the 1 x 16 NVFP4 scales itself) the block-scaled
+kernel is TensorRT-LLM's CUTLASS one: its own tiles, no split-K, no stream-K tail, a k-step no shorter
+than `block_scale_step_s` (_step_floor: t_load = max(mem_latency_s / stages, block_scale_step_s)) and a
+fixed `block_scale_fill_s` (_block_fill) added to the estimate.
 
 `mem_latency_s` is the pipeline fill (the first k-step's load) and, divided by the stage count, the
 fastest a CTA can stream operands (Little's law: `stages` loads in flight); it is what makes a GEMM with
@@ -289,6 +293,7 @@ class _Oriented:
     t_l2: Any
     t_edge: Any = 0.0  # a k-step's extra time on the partial M tile (_edge), once per kernel
     fixed: _Fixed | None = None  # the GEMM's candidate-free DRAM figures (_fixed)
+    menu_scaled: bool = False  # the menu's block-scaled kernel takes the scales in its MMA (_block_fill)
 
 
 def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw,
@@ -305,7 +310,7 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw,
     tiles_n = sm.ceil_div(g.n, cols)
     per_sm_peak = g.peak * g.eff_unit / hw.sm_count
     t_mma_one = 2 * rows * cols * tile_k / (per_sm_peak * tile.sms)
-    t_load = eff["mem_latency_s"] / stages
+    t_load = max(eff["mem_latency_s"] / stages, _step_floor(g, menu, hw))
     t_promote = _promotion(g, rows, cols, tile_k, menu, hw)
     t_iter = sm.maximum(t_mma_one * cpsm, t_load) + t_promote
     k_steps = sm.ceil_div(g.k, tile_k)
@@ -322,7 +327,8 @@ def _oriented(g: Gemm, tile: GemmTile, swap: bool, menu: FamilyMenu, hw: Hw,
                      _dram_extra(g, rows, cols, tiles_m, tiles_n, slots, hw, fixed), l2,
                      l2 / (hw.l2_bytes_per_s * eff["l2"]),
                      t_edge=_edge(g, lambda: (tiles_m * rows - g.m) * tiles_n * g.batch, menu, hw),
-                     fixed=fixed)
+                     fixed=fixed,
+                     menu_scaled=menu.block_scaled is not None and not menu.block_scaled.promote)
 
 
 def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
@@ -343,8 +349,9 @@ def _split(g: Gemm, o: _Oriented, split: int, hw: Hw) -> Choice:
         partials = _into(_into(2 * split * g.batch * g.m, g.n, np.multiply), FP32_BYTES, np.multiply)
         dram_extra = _into(partials, dram_extra, np.add)  # dram_extra + 2 * split * batch * M * N * 4
     t_dram = _t_dram(o.fixed, dram_extra)
-    # launch_s + mem_latency_s + max(t_compute, t_dram, t_l2) [+ split_k_s]
-    time = _into(sm.maximum(t_compute, t_dram, o.t_l2), eff["launch_s"] + eff["mem_latency_s"], np.add)
+    # launch_s + mem_latency_s [+ block_scale_fill_s] + max(t_compute, t_dram, t_l2) [+ split_k_s]
+    fixed = eff["launch_s"] + eff["mem_latency_s"] + _block_fill(g, o.menu_scaled, hw)
+    time = _into(sm.maximum(t_compute, t_dram, o.t_l2), fixed, np.add)
     if split > 1:
         time = _into(time, eff["split_k_s"], np.add)
     return Choice(o.tile, o.swap, split, o.cpsm, o.stages, o.tiles, ctas, waves, ctas / (waves * o.slots),
@@ -420,7 +427,8 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     of the SM's fp32 rate), not overlapped with its own MMAs (one CTA per round exposed: a co-resident
     CTA's MMAs may run under it). A tile whose N does not divide the weights' scale block straddles two
     of them (`_straddles`) and pays `block_scale_straddle_s` more a k-step (its promotion picks between
-    two weight scales per column). 0 otherwise."""
+    two weight scales per column).
+    0 otherwise (a family whose MMA takes the scales pays its k-step floor instead, _step_floor)."""
     if not g.scale_block or menu.block_scaled is None or not menu.block_scaled.promote:
         return 0.0
     if "block_scale" not in hw.eff or not hw.cuda_flops_per_s:
@@ -428,6 +436,28 @@ def _promotion(g: Gemm, rows: int, cols: int, tile_k: int, menu: FamilyMenu, hw:
     per_sm = hw.cuda_flops_per_s / hw.sm_count * hw.eff["block_scale"]
     straddle = hw.eff.get("block_scale_straddle_s", 0.0) if _straddles(g, cols, menu) else 0.0
     return 2 * rows * cols * max(1.0, tile_k / g.scale_block) / per_sm + straddle
+
+
+def _step_floor(g: Gemm, menu: FamilyMenu, hw: Hw) -> float:
+    """The shortest k-step of a block-scaled kernel whose MMA takes the scales (`promote: false`,
+    sm_100's tcgen05.mma kind::mxf4nvf4), `block_scale_step_s` where the descriptor has it: a k-step's
+    scale factors are copied from shared memory into tensor memory (tcgen05.cp) and read by its MMAs,
+    a chain the one MMA-issuing thread runs in order for every k-block (CUTLASS's sm100 block-scaled
+    mainloop: the SFA/SFB smem -> TMEM copy ahead of each k-block's MMA), so a CTA's k-loop runs no
+    faster than one chain a k-step however few its MMAs (the small-M rows: a K loop's time whatever N),
+    and a large tile's MMAs hide it. 0 otherwise."""
+    scaled = menu.block_scaled
+    if not g.scale_block or scaled is None or scaled.promote:
+        return 0.0
+    return hw.eff.get("block_scale_step_s", 0.0)
+
+
+def _block_fill(g: Gemm, scaled_tmem: bool, hw: Hw) -> float:
+    """The fixed cost of a block-scaled kernel whose MMA takes the scales (`scaled_tmem`: sm_100's), before
+    its first k-step: `block_scale_fill_s` where the descriptor has it (the scale-factor pipeline's own
+    fill: the first k-blocks' SFA/SFB loads and their copies into TMEM ahead of the first MMA, on top of
+    the data pipeline's mem_latency_s; and the 2-SM cluster launch). 0 otherwise."""
+    return hw.eff.get("block_scale_fill_s", 0.0) if g.scale_block and scaled_tmem else 0.0
 
 
 def _straddles(g: Gemm, cols: int, menu: FamilyMenu) -> bool:
@@ -485,7 +515,8 @@ def _stream_k(g: Gemm, o: _Oriented, hw: Hw) -> Choice:
     dram_extra = o.dram_extra + partials
     t_compute = (full * o.k_steps + tail_steps) * o.t_iter + has_tail * eff["split_k_s"]
     t_dram = _t_dram(o.fixed, dram_extra)
-    time = eff["launch_s"] + eff["mem_latency_s"] + sm.maximum(t_compute, t_dram, o.t_l2)
+    time = (eff["launch_s"] + eff["mem_latency_s"] + _block_fill(g, o.menu_scaled, hw)
+            + sm.maximum(t_compute, t_dram, o.t_l2))
     waves = full + has_tail
     busy = o.tiles * o.k_steps / (o.slots * (full * o.k_steps + tail_steps))  # the machine's busy share
     return Choice(o.tile, o.swap, 1, o.cpsm, o.stages, o.tiles, o.tiles, waves, busy, t_compute,
@@ -528,7 +559,7 @@ def iter_candidates(g: Gemm, menu: FamilyMenu, hw: Hw) -> Iterator[Choice]:
             if o is None:
                 continue
             choices = [_split(g, o, split, hw) for split in splits]
-            if menu.scheduler == "persistent":
+            if menu.scheduler == "persistent" and (scaled is None or scaled.stream_k):
                 choices.append(_stream_k(g, o, hw))
             if kept is not True:  # arrays of points: a tile the library does not run never wins
                 choices = [replace(c, time=np.where(kept, c.time, math.inf)) for c in choices]

@@ -51,7 +51,9 @@ class BlockScaled:
     `pick: waves`: the library, not timing, sets the tile from the shape (estimator/pricing/pick.py):
     swap-AB below `swap_below_m` rows, block M the smallest of the menu covering the dim it spans (else
     the largest), block N the fewest waves, then the fullest last wave, then the smallest N
-    (DeepGEMM's get_best_gemm_config). Empty `pick`: the fastest candidate, as for every other GEMM."""
+    (DeepGEMM's get_best_gemm_config). Empty `pick`: the fastest candidate, as for every other GEMM.
+    `stream_k: false`: the kernel has no stream-K tail on a persistent family (each tile's K loop runs
+    whole on one CTA or pair, as TensorRT-LLM's sm100 NVFP4 GEMM launches it)."""
 
     split_k: tuple[int, ...]
     promote: bool
@@ -59,6 +61,7 @@ class BlockScaled:
     pick: str = ""
     swap_below_m: int = 0
     straddle_max_stages: int = 0  # pipeline stages of a tile straddling two weight-scale blocks (0: any)
+    stream_k: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class AttentionTile:
     kv: int  # keys per inner step
     max_head_dim: int
     max_ctas_per_sm: int = 1
+    # FMA-pipe instructions of one exp2 computed in software (0: every exp on the SFU); a kernel that
+    # has them moves the share of its exps that balances the two pipes (estimator/pricing/attention.py)
+    exp2_fma_ops: int = 0
 
 
 @dataclass(frozen=True)
@@ -224,10 +230,12 @@ def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     if raw is None:
         return None
     required = {"split_k", "promote", "source"}
-    optional = {"tiles", "pick", "swap_below_m", "straddle_max_stages"}
+    optional = {"tiles", "pick", "swap_below_m", "straddle_max_stages", "stream_k"}
     if not isinstance(raw, dict) or not required <= set(raw) or set(raw) - required - optional:
         raise HwdescError(f"{where}: a mapping with split_k, promote and source "
-                          f"(tiles, pick, swap_below_m, straddle_max_stages optional)")
+                          f"(tiles, pick, swap_below_m, straddle_max_stages, stream_k optional)")
+    if not isinstance(raw.get("stream_k", True), bool):
+        raise HwdescError(f"{where}.stream_k: must be true or false")
     if not str(raw["source"] or "").strip() or not isinstance(raw["promote"], bool):
         raise HwdescError(f"{where}: promote must be true or false, with a non-empty source")
     split_k = tuple(_positive_int(s, f"{where}.split_k") for s in raw["split_k"] or ())
@@ -239,12 +247,12 @@ def _block_scaled(raw: Any, where: str) -> BlockScaled | None:
     tiles = ()
     if "tiles" in raw:
         tiles = _tiles(_expand_n(raw["tiles"], f"{where}.tiles"), GemmTile,
-                       ("m", "n", "max_ctas_per_sm", "cluster_m", "cluster_n"), f"{where}.tiles")
+                       ("m", "n", "sms", "max_ctas_per_sm", "cluster_m", "cluster_n"), f"{where}.tiles")
     if pick and not tiles:
         raise HwdescError(f"{where}.pick: a library's pick needs its `tiles`")
     swap_below, stages = (_positive_int(raw[k], f"{where}.{k}") if k in raw else 0
                           for k in ("swap_below_m", "straddle_max_stages"))
-    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below, stages)
+    return BlockScaled(split_k, raw["promote"], tiles, pick, swap_below, stages, raw.get("stream_k", True))
 
 
 def _expand_n(raw: Any, where: str) -> Any:
@@ -293,7 +301,8 @@ def parse(raw: Any, path: str) -> FamilyMenu:
         split_k=split_k,
         gemm_tiles=tiles,
         attention_tiles=_tiles(_need(attn, "tiles", f"{path}: attention"), AttentionTile,
-                               ("q", "kv", "max_head_dim", "max_ctas_per_sm"), f"{path}: attention.tiles"),
+                               ("q", "kv", "max_head_dim", "max_ctas_per_sm", "exp2_fma_ops"),
+                               f"{path}: attention.tiles"),
         decode_kv=_positive_int(_need(attn, "decode_kv", f"{path}: attention"), "attention.decode_kv"),
         decode_mma=_decode_kernels(_need(attn, "decode_mma", f"{path}: attention"), f"{path}: attention"),
         decode_splits=tuple(_positive_int(s, "attention.decode_splits")

@@ -222,7 +222,20 @@ def gemm_problem(spec: GemmSpec, unit: tuple[str, str], dram_bytes: Any, residen
         dram = n(sympy.sympify(dram))
     return gemm_model.Gemm(n(spec.batch), n(spec.m), n(spec.n), n(spec.k), a_bytes, b_bytes, spec.c_bytes,
                            peak, unit_efficiency(hw, unit), dram_bytes=dram, a_in_l2=a_in_l2, b_in_l2=b_in_l2,
-                           scale_block=spec.scale_block)
+                           scale_block=spec.scale_block or _inline_scale_block(spec, menu))
+
+
+def _inline_scale_block(spec: GemmSpec, menu: FamilyMenu) -> int:
+    """K elements per scale of an operand whose dtype carries its block scales beside the data (NVFP4:
+    menu `block_scales`, one e4m3 scale per 16 fp4 values), on a family with a block-scaled kernel of
+    its own (`block_scaled`); else 0 (the GEMM is priced as any other, its scale bytes included)."""
+    if menu.block_scaled is None:
+        return 0
+    for dtype in (spec.a.dtype, spec.b.dtype):
+        scale = menu.block_scales.get(dtype)
+        if scale:
+            return int(scale["block"])
+    return 0
 
 
 def _with_sass(menu: FamilyMenu, compiled) -> FamilyMenu:
@@ -424,7 +437,11 @@ def stream_time(flops: Mapping, dram_bytes: Any, resident: Any, hw: HardwareDesc
     compute = sm.maximum(*times) if len(times) > 1 else (times[0] if times else 0)
     dram = (dram_bytes - resident) / (hw.dram_bytes_per_s * eff["dram"])
     l2 = dram_bytes / (effective_l2_bytes_per_s(hw) * eff["l2"])
-    fixed = eff["launch_s"] + eff["mem_latency_s"]
+    # a streaming kernel (elementwise, reduction, quantization) takes at least min_kernel_s, the floor of a
+    # kernel launched through a framework, even where the GEMMs' fitted fixed cost is less: B200's GEMMs
+    # finish a tiny shape in 1.8 us (launch_s + mem_latency_s 2.05 us), but its per-tensor fp8 path of
+    # four small kernels and a GEMM floors at 12.4 us, as H100's (12.2 us) does
+    fixed = max(eff["launch_s"] + eff["mem_latency_s"], eff.get("min_kernel_s", 0.0))
     return compute, dram, l2, fixed, fixed + sm.maximum(compute, dram, l2)
 
 
