@@ -37,6 +37,7 @@ from hwdesc.schema import (
     CPU_FAMILY,
     EFFICIENCY_KEYS,
     FIGURE_KEYS,
+    MLA_MOE_KEYS,
     OPTIONAL_EFFICIENCY_KEYS,
     SCHEMA_VERSION,
     TILE_EFFICIENCY_KEYS,
@@ -48,7 +49,8 @@ from hwdesc.schema import (
 FAMILIES_FOLDER = "families"
 OVERRIDES = "efficiency_overrides"
 FIT_KEYS = ("fitted_on", "command")  # a fit's provenance, family files only
-EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS)
+EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS,
+                      *MLA_MOE_KEYS)
 _TOP_KEYS = frozenset({"schema_version", "family", "inherits", "collectives", "efficiency"})
 _INHERITS_KEYS = frozenset({"family", "except", "source"})
 

@@ -36,7 +36,7 @@ from estimator.ir import Graph
 from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
 from estimator.pricing import gemm as gemm_model
-from estimator.pricing import memo, quant
+from estimator.pricing import memo, mla, quant
 from estimator.pricing.compiled import SassPlan, for_kernel
 from estimator.pricing.l2 import effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for
@@ -387,7 +387,12 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
 
 def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
                    hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency) -> TilePlan:
-    """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type."""
+    """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type; a
+    latent (MLA) decode runs the family's MLA kernel (estimator/pricing/mla.py)."""
+    if a.decode and mla.is_latent(a.kv_heads, a.dk, a.dv):
+        k = mla.decode_kernel(menu.family, hw.efficiency)
+        if k is not None:
+            return _mla_decode_plan(a, k, unit, mma_flops, hw, res)
     best = choose(a, lambda p: attn_model.candidates(p, menu, hwp),
                   lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
@@ -396,6 +401,18 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
     util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None
     return _plan("attention", best.name, best.ctas, best.waves, best.wave_eff, util, best.time,
                  best.t_compute, memory, fixed, res)
+
+
+def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str, str] | None, mma_flops: Any,
+                     hw: HardwareDescriptor, res: Residency) -> TilePlan:
+    peaks = {d: hw.tensor_flops_per_s[d] for d in ("bf16", "fp8") if d in hw.tensor_flops_per_s}
+    if "fp8" not in peaks:
+        k = replace(k, fp8_mma=False)
+    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.kv_bytes, a.dram_bytes, hw.sm_count,
+                        hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
+    util = mma_flops / (t.time * peaks[t.mma_dtype]) if mma_flops is not None and unit[0] == TENSOR else None
+    return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, t.fixed,
+                 res)
 
 
 # ---- everything else -------------------------------------------------------------------------------
