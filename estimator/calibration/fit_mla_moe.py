@@ -42,9 +42,12 @@ def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:
     dram = b * s * 576 * kvb + b * h * (576 + 512) * 2  # the latent cache, Q in and O out (bf16)
     peaks = {d: hw.tensor_flops_per_s[d] for d in ("bf16", "fp8")}
     out = np.zeros(len(b))
+    # the graph's other kernel: the in-place append of the new latent row (a tiny stream kernel)
+    append = eff["launch_s"] + eff["mem_latency_s"]
     for width in (1.0, 2.0):  # the MMA dtype is per cache dtype
         m = kvb == width
-        out[m] = mla.decode_time(b[m], h[m], s[m], 576, 512, width, dram[m], hw.sm_count, hw.dram_bytes_per_s,
+        q = 1.0 if width == 1.0 and mla.quantizes_query(hw.family) else 2.0
+        out[m] = append + mla.decode_time(b[m], h[m], s[m], 576, 512, q, width, dram[m], hw.sm_count, hw.dram_bytes_per_s,
                                  peaks, eff, k).time
     return out
 

@@ -36,10 +36,11 @@ import numpy as np
 from onnx import TensorProto, helper
 
 import hwdesc
-from estimator.calibration import kernel_graphs, validate_comm
+from estimator.calibration import kernel_graphs, mla_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
 from estimator.errors import UserError
+from estimator.pricing import mla
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from passes import DEFAULT_STRATEGY, pipeline_for
@@ -48,6 +49,9 @@ from passes import DEFAULT_STRATEGY, pipeline_for
 # rows alone
 GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: d != "bfloat16",
                "fp8_block": lambda d: d == "fp8_block"}
+# TensorRT-LLM's MLA op tables (mla_graphs.py) and the MoE layer table (validate_moe.py)
+MLA_TABLES = {"mla_context": "mla_context.csv.gz", "mla_generation": "mla_generation.csv.gz",
+              "mla_bmm": "mla_bmm.csv.gz"}
 NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
 
 
@@ -88,10 +92,12 @@ def rows_of(data: Path, table: str) -> dict:
     if table in GEMM_TABLES:
         rows = read_table(data / "gemm.csv.gz")
         return select(rows, GEMM_TABLES[table](rows["dtype"]))
+    if table in MLA_TABLES:
+        return read_table(data / MLA_TABLES[table])
     return read_table(data / f"{table}_attention.csv.gz")
 
 
-def model_of(table: str, row: dict) -> tuple:
+def model_of(table: str, row: dict, quantize_query: bool = False) -> tuple:
     """(model, {tensor: dtype to re-type to}, names of the warm inputs or True)."""
     i = {k: int(v) for k, v in row.items() if isinstance(v, (float, np.floating)) and k != "t"}
     if table == "gemm":
@@ -100,6 +106,8 @@ def model_of(table: str, row: dict) -> tuple:
         block = 128 if row["dtype"] == "fp8_block" else 0
         model, retype = fp8_gemm(i["m"], i["n"], i["k"], block)
         return model, retype, True
+    if table in MLA_TABLES:
+        return mla_model_of(table, row, i, quantize_query)
     names = kernel_graphs.fp8_tensors(table, str(row["attn_dtype"]), str(row["kv_cache_dtype"]))
     retype = dict.fromkeys(names, "fp8e4m3")
     if table == "context":
@@ -111,7 +119,32 @@ def model_of(table: str, row: dict) -> tuple:
     return model, retype, ("q", "k", "v")  # the KV cache is not warm in these benchmarks
 
 
+def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False) -> tuple:
+    """An MLA table's row (mla_graphs.py): an fp8 cache re-types the cache (generation: the latent, and
+    the query where the family's kernel quantizes it, `quantize_query`: pricing/mla.py; context: Q, K, V and the cache: the FP8 FMHA); an fp8 BMM has
+    fp8 activations (its weight is fp8 in the graph)."""
+    if table == "mla_bmm":
+        fp8 = row["bmm_dtype"] == "fp8"
+        dtype = TensorProto.FLOAT8E4M3FN if fp8 else TensorProto.BFLOAT16
+        model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], dtype)
+        return model, ({"x": "fp8e4m3"} if fp8 else {}), True
+    fp8 = row["kv_cache_dtype"] == "fp8"
+    if table == "mla_context":
+        model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"])
+        return model, (dict.fromkeys(("q", "k", "v", "latent", "cache"), "fp8e4m3") if fp8 else {}), True
+    model = mla_graphs.mla_generation(i["batch_size"], i["step"], i["num_heads"])
+    names = ("past", "new", "latent", "kt", "values") + (("q",) if quantize_query else ())
+    return model, (dict.fromkeys(names, "fp8e4m3") if fp8 else {}), ("q",)
+
+
 def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
+    if table in MLA_TABLES:
+        if table == "mla_bmm":
+            return [(f"{o} {d}", (rows["op_name"] == o) & (rows["bmm_dtype"] == d))
+                    for o in np.unique(rows["op_name"]) for d in np.unique(rows["bmm_dtype"])]
+        heads = rows["num_heads"]
+        kv = [(f"kv {d}", rows["kv_cache_dtype"] == d) for d in np.unique(rows["kv_cache_dtype"])]
+        return [*kv, ("heads < 64", heads < 64), ("heads >= 64", heads >= 64)]
     if table in ("gemm", "fp8_block"):
         m = rows["m"]
         return [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
@@ -154,7 +187,7 @@ def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) ->
         elif comm:
             cache[key] = validate_comm.price(table, row, hw)
         else:
-            model, retype, warm_names = model_of(table, row)
+            model, retype, warm_names = model_of(table, row, mla.quantizes_query(hw.family))
             cache[key] = price(model, hw, retype, warm_names if warm else False)
         bound[j], est[j] = cache[key]
     meas = rows["t"]
@@ -191,9 +224,9 @@ def markdown(result: dict) -> str:
                                     "below bound", "below by > 3%", "worst measured / bound"), rows)
 
 
-ALL_TABLES = (*GEMM_TABLES, "context", "generation", *validate_comm.TABLES)
+ALL_TABLES = (*GEMM_TABLES, "context", "generation", *MLA_TABLES, *validate_comm.TABLES)
 TABLE_FILES = {**dict.fromkeys(GEMM_TABLES, "gemm.csv.gz"), "context": "context_attention.csv.gz",
-               "generation": "generation_attention.csv.gz", **validate_comm.TABLES}
+               "generation": "generation_attention.csv.gz", **MLA_TABLES, **validate_comm.TABLES}
 
 
 @dataclass(frozen=True)

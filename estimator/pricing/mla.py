@@ -96,11 +96,24 @@ class MlaDecodeTime:
     mma_dtype: str
 
 
-def decode_time(batch: Any, heads: Any, seq_kv: Any, dk: Any, dv: Any, kv_bytes: float, dram_bytes: Any,
-                sm_count: int, dram_bytes_per_s: float, peaks: dict, eff: dict,
+def mma_dtype(q_bytes: float, kv_bytes: float) -> str:
+    """The MMAs run in fp8 when the query and the cache both are (TensorRT-LLM quantizes the query of an
+    fp8-cache MLA decode where the family's kernel has fp8 MMAs, `fp8_mma`, see quantizes_query); an fp8
+    cache under a bf16 query is widened to bf16 in shared memory."""
+    return "fp8" if kv_bytes <= 1 and q_bytes <= 1 else "bf16"
+
+
+def quantizes_query(family: str) -> bool:
+    """Whether the family's MLA decode kernel quantizes a bf16 query to fp8 over an fp8 cache."""
+    raw = family_kernels(family).get("mla_decode")
+    return bool(raw and raw.get("fp8_mma"))
+
+
+def decode_time(batch: Any, heads: Any, seq_kv: Any, dk: Any, dv: Any, q_bytes: float, kv_bytes: float,
+                dram_bytes: Any, sm_count: int, dram_bytes_per_s: float, peaks: dict, eff: dict,
                 k: MlaDecodeKernel) -> MlaDecodeTime:
     """The MLA decode kernel's time (module docstring), over any number type of estimator/symmath.py."""
-    mma = "fp8" if kv_bytes <= 1 and k.fp8_mma else "bf16"
+    mma = mma_dtype(q_bytes, kv_bytes)
     peak = peaks[mma]
     head_blocks = sm.ceil_div(heads, k.q_rows)
     items = batch * head_blocks * sm.ceil_div(seq_kv, k.kv_block)

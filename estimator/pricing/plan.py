@@ -408,7 +408,7 @@ def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str
     peaks = {d: hw.tensor_flops_per_s[d] for d in ("bf16", "fp8") if d in hw.tensor_flops_per_s}
     if "fp8" not in peaks:
         k = replace(k, fp8_mma=False)
-    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.kv_bytes, a.dram_bytes, hw.sm_count,
+    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.q_bytes, a.kv_bytes, a.dram_bytes, hw.sm_count,
                         hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
     util = mma_flops / (t.time * peaks[t.mma_dtype]) if mma_flops is not None and unit[0] == TENSOR else None
     return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, t.fixed,
