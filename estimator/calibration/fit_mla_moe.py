@@ -20,7 +20,7 @@ import numpy as np
 
 import hwdesc
 from estimator.calibration.tables import read_table
-from estimator.pricing import mla
+from estimator.pricing import mla, moe
 
 GRIDS = {
     "mla_generation": {
@@ -31,7 +31,35 @@ GRIDS = {
         "mla_decode_row_s": [1e-12, 3e-10, 1e-9, 2e-9],
         "mla_decode_seq_s": [1e-12, 2e-8, 4e-8],
     },
+    "moe": {
+        "moe_fixed_s": [10e-6, 20e-6, 30e-6, 40e-6],
+        "moe_tensor": [0.45, 0.6, 0.75, 0.9],
+        "moe_dram": [0.55, 0.7, 0.85, 0.95],
+        "moe_overlap": [0.0, 0.5, 1.0],
+        "moe_expert_s": [1e-12, 1e-7, 3e-7, 1e-6],
+    },
 }
+MOE_SAMPLE = 6000  # rows of the MoE table priced (of 126K / 218K), seeded
+
+
+def moe_rows(rows: dict, seed: int) -> dict:
+    """A seeded sample of the MoE table with each row's layer Work (moe.layer_work), computed once."""
+    n = len(rows["t"])
+    idx = np.sort(np.random.default_rng(seed).choice(n, min(MOE_SAMPLE, n), replace=False))
+    rows = {k: v[idx] for k, v in rows.items()}
+    work = [moe.layer_work(int(rows["num_tokens"][j]), int(rows["hidden_size"][j]), int(rows["inter_size"][j]),
+                           int(rows["topk"][j]), int(rows["num_experts"][j]), int(rows["moe_tp_size"][j]),
+                           int(rows["moe_ep_size"][j]), str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
+                           rows["kernel_source"][j] != "moe_torch_flow_nongated") for j in range(len(idx))]
+    for i, key in enumerate(("flops_exact", "flops", "bytes", "mma", "active")):
+        rows[key] = np.array([w[i] for w in work])
+    return rows
+
+
+def moe_layer(rows: dict, hw, eff: dict) -> np.ndarray:
+    peak = np.array([hw.tensor_flops_per_s.get(m, hw.tensor_flops_per_s["bf16"]) for m in rows["mma"]])
+    return moe.layer_time(rows["flops_exact"], rows["flops"], rows["bytes"], peak, rows["active"],
+                          hw.dram_bytes_per_s, eff)[1]
 
 
 def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:
@@ -52,7 +80,7 @@ def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:
     return out
 
 
-PRICE = {"mla_generation": mla_generation}
+PRICE = {"mla_generation": mla_generation, "moe": moe_layer}
 
 
 def score(err: np.ndarray) -> float:
@@ -62,6 +90,8 @@ def score(err: np.ndarray) -> float:
 def fit(table: str, data: Path, arch: str, seed: int = 0) -> tuple[dict, dict]:
     hw = hwdesc.load(arch)
     rows = read_table(data / f"{table}.csv.gz")
+    if table == "moe":
+        rows = moe_rows(rows, seed)
     half = np.random.default_rng(seed).random(len(rows["t"])) < 0.5
     grid = GRIDS[table]
     best = None

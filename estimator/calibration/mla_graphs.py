@@ -65,10 +65,19 @@ def mla_generation(b, step, h) -> onnx.ModelProto:
     return _model(nodes, inputs, outputs, inits)
 
 
-def mla_bmm(op: str, t, h, dtype: int = BF16) -> onnx.ModelProto:
+def mla_bmm(op: str, t, h, block_scaled: bool = False) -> onnx.ModelProto:
+    """bf16 (or weights dequantized to bf16), or `block_scaled`: the activation quantized per 1 x 128
+    block (QuantizeLinear with its scales an output-sized input, as validate_kernels.fp8_gemm), then the
+    fp8 BMM (the caller re-types xq to fp8)."""
     info = helper.make_tensor_value_info
     k, n = (NOPE, KV_LORA) if op == "mla_gen_pre" else (KV_LORA, V_DIM)
     inputs = [info("x", BF16, [h, t, k])]
     outputs = [info("y", BF16, [h, t, n])]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="bmm")]
-    return _model(nodes, inputs, outputs, [_external("w", [h, k, n], dtype)])
+    if not block_scaled:
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="bmm")]
+        return _model(nodes, inputs, outputs, [_external("w", [h, k, n])])
+    inits = [_external("w", [h, k, n], TensorProto.FLOAT8E4M3FN),
+             _external("x_scale", [h, t, k // 128], TensorProto.FLOAT)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", axis=2, block_size=128),
+             helper.make_node("MatMul", ["xq", "w"], ["y"], name="bmm")]
+    return _model(nodes, inputs, outputs, inits)

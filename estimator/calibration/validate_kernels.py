@@ -97,7 +97,7 @@ def rows_of(data: Path, table: str) -> dict:
     return read_table(data / f"{table}_attention.csv.gz")
 
 
-def model_of(table: str, row: dict, quantize_query: bool = False) -> tuple:
+def model_of(table: str, row: dict, quantize_query: bool = False, bmm_fp8: str = "block_scaled") -> tuple:
     """(model, {tensor: dtype to re-type to}, names of the warm inputs or True)."""
     i = {k: int(v) for k, v in row.items() if isinstance(v, (float, np.floating)) and k != "t"}
     if table == "gemm":
@@ -107,7 +107,7 @@ def model_of(table: str, row: dict, quantize_query: bool = False) -> tuple:
         model, retype = fp8_gemm(i["m"], i["n"], i["k"], block)
         return model, retype, True
     if table in MLA_TABLES:
-        return mla_model_of(table, row, i, quantize_query)
+        return mla_model_of(table, row, i, quantize_query, bmm_fp8)
     names = kernel_graphs.fp8_tensors(table, str(row["attn_dtype"]), str(row["kv_cache_dtype"]))
     retype = dict.fromkeys(names, "fp8e4m3")
     if table == "context":
@@ -119,15 +119,15 @@ def model_of(table: str, row: dict, quantize_query: bool = False) -> tuple:
     return model, retype, ("q", "k", "v")  # the KV cache is not warm in these benchmarks
 
 
-def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False) -> tuple:
+def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
+                 bmm_fp8: str = "block_scaled") -> tuple:
     """An MLA table's row (mla_graphs.py): an fp8 cache re-types the cache (generation: the latent, and
     the query where the family's kernel quantizes it, `quantize_query`: pricing/mla.py; context: Q, K, V and the cache: the FP8 FMHA); an fp8 BMM has
     fp8 activations (its weight is fp8 in the graph)."""
     if table == "mla_bmm":
-        fp8 = row["bmm_dtype"] == "fp8"
-        dtype = TensorProto.FLOAT8E4M3FN if fp8 else TensorProto.BFLOAT16
-        model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], dtype)
-        return model, ({"x": "fp8e4m3"} if fp8 else {}), True
+        block = row["bmm_dtype"] == "fp8" and bmm_fp8 == "block_scaled"
+        model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], block)
+        return model, ({"xq": "fp8e4m3"} if block else {}), True
     fp8 = row["kv_cache_dtype"] == "fp8"
     if table == "mla_context":
         model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"])
@@ -187,7 +187,8 @@ def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) ->
         elif comm:
             cache[key] = validate_comm.price(table, row, hw)
         else:
-            model, retype, warm_names = model_of(table, row, mla.quantizes_query(hw.family))
+            model, retype, warm_names = model_of(table, row, mla.quantizes_query(hw.family),
+                                                 mla.bmm_fp8_kind(hw.family))
             cache[key] = price(model, hw, retype, warm_names if warm else False)
         bound[j], est[j] = cache[key]
     meas = rows["t"]

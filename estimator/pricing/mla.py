@@ -53,7 +53,7 @@ class MlaDecodeKernel:
 def family_kernels(family: str) -> dict:
     """The family's entry of mla_moe.yaml ({} when it lists none)."""
     raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
-    return raw.get(family) or {}
+    return raw.get(family) if isinstance(raw.get(family), dict) else {}
 
 
 def decode_kernel(family: str, eff: dict) -> MlaDecodeKernel | None:
@@ -81,6 +81,14 @@ def is_latent(kv_heads: Any, dk: Any, dv: Any) -> bool:
         return bool((gap > 0).all()) if hasattr(gap, "shape") else bool(gap > 0)
     except TypeError:
         return False
+
+
+def bmm_fp8_kind(family: str) -> str:
+    """How the family's engine runs the absorbed BMMs with fp8 weights: "block_scaled" (quantize the
+    activation per 1 x 128 block, then a block-scaled fp8 BMM) or "dequant_bf16" (bf16 BMM on weights
+    dequantized at load); mla_moe.yaml."""
+    raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    return (raw.get("mla_bmm_fp8") or {}).get(family, "block_scaled")
 
 
 @dataclass(frozen=True)
