@@ -1,8 +1,8 @@
 """Fit the MLA and MoE kernels' constants (estimator/pricing/mla.py, moe.py) on a seeded half of a measured
 table and check them on the disjoint other half.
 
-    python -m estimator.calibration.fit_mla_moe --data ../shared/calibration/h100_sxm --arch h100-sxm
-                                                --table mla_generation [--seed 0]
+    estimate calibrate --mla-moe mla_generation|moe --data ../shared/calibration/h100_sxm --arch h100-sxm
+                       [--seed 0]
 
 The rows are priced by the pricing functions themselves, on numpy arrays of the table's columns (the
 same code `estimate` runs for a model's MLA / MoE kernels); the constants are a grid search minimizing
@@ -34,15 +34,16 @@ GRIDS = {
     "moe": {
         "moe_fixed_s": [10e-6, 20e-6, 30e-6, 40e-6],
         "moe_tensor": [0.45, 0.6, 0.75, 0.9],
-        "moe_dram": [0.55, 0.7, 0.85, 0.95],
-        "moe_overlap": [0.0, 0.5, 1.0],
-        "moe_expert_s": [1e-12, 1e-7, 3e-7, 1e-6],
+        "moe_dram": [0.7, 0.85, 0.95],
+        "moe_overlap": [0.0, 1.0],
+        "moe_expert_s": [1e-12, 1e-7, 2e-7, 3e-7],
+        "moe_cta_stream": [1.0, 2.0, 4.0, 8.0, 1e3],
     },
 }
 MOE_SAMPLE = 6000  # rows of the MoE table priced (of 126K / 218K), seeded
 
 
-def moe_rows(rows: dict, seed: int) -> dict:
+def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
     """A seeded sample of the MoE table with each row's layer Work (moe.layer_work), computed once."""
     n = len(rows["t"])
     idx = np.sort(np.random.default_rng(seed).choice(n, min(MOE_SAMPLE, n), replace=False))
@@ -50,16 +51,16 @@ def moe_rows(rows: dict, seed: int) -> dict:
     work = [moe.layer_work(int(rows["num_tokens"][j]), int(rows["hidden_size"][j]), int(rows["inter_size"][j]),
                            int(rows["topk"][j]), int(rows["num_experts"][j]), int(rows["moe_tp_size"][j]),
                            int(rows["moe_ep_size"][j]), str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
-                           rows["kernel_source"][j] != "moe_torch_flow_nongated") for j in range(len(idx))]
-    for i, key in enumerate(("flops_exact", "flops", "bytes", "mma", "active")):
-        rows[key] = np.array([w[i] for w in work])
+                           rows["kernel_source"][j] != "moe_torch_flow_nongated", sm_count)
+            for j in range(len(idx))]
+    for key in work[0]:
+        rows[key] = np.array([w[key] for w in work])
     return rows
 
 
 def moe_layer(rows: dict, hw, eff: dict) -> np.ndarray:
     peak = np.array([hw.tensor_flops_per_s.get(m, hw.tensor_flops_per_s["bf16"]) for m in rows["mma"]])
-    return moe.layer_time(rows["flops_exact"], rows["flops"], rows["bytes"], peak, rows["active"],
-                          hw.dram_bytes_per_s, eff)[1]
+    return moe.layer_time(rows, peak, hw.dram_bytes_per_s, eff)[1]
 
 
 def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:
@@ -91,7 +92,7 @@ def fit(table: str, data: Path, arch: str, seed: int = 0) -> tuple[dict, dict]:
     hw = hwdesc.load(arch)
     rows = read_table(data / f"{table}.csv.gz")
     if table == "moe":
-        rows = moe_rows(rows, seed)
+        rows = moe_rows(rows, seed, hw.sm_count)
     half = np.random.default_rng(seed).random(len(rows["t"])) < 0.5
     grid = GRIDS[table]
     best = None

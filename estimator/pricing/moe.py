@@ -22,16 +22,21 @@ Per active expert with n tokens, its GEMMs pad the token rows to the grouped GEM
     estimate = moe_fixed_s + max(flops / (peak * moe_tensor), (weights + activations) / (BW * moe_dram))
                + (1 - moe_overlap) * min(...)
 `moe_fixed_s`: the layer's kernels' launches and dependent phases (routing, permute, two GEMMs,
-finalize); `moe_expert_s` per active expert (its problem's setup in the grouped GEMM: tile scheduling,
-the weight pipeline's fill), added to the estimate. Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
+finalize); `moe_expert_s` per LOCAL expert, active or not (the fused MoE's per-expert bookkeeping: expert
+offsets, each expert's problem in the grouped GEMM's scheduler, its scales): the H100 table's 1-token
+rows at hidden 7168 take 46, 54, 73, 115 us for 32, 64, 128, 256 local experts with the same weight
+bytes. A grouped GEMM streams its weights with ceil(rows / 128) x ceil(N / 128) CTAs; fewer CTAs than
+SMs / moe_cta_stream reach that share of the DRAM bandwidth (one CTA streams its weight tile at up to
+moe_cta_stream x its 1 / SMs share: an SM's own load path is wider than its share of DRAM's). Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-MOE_KEYS = ("moe_fixed_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s")
+MOE_KEYS = ("moe_fixed_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s", "moe_cta_stream")
 TILE_M = 128
+TILE_N = 128
 # weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
 # scale byte per 32 (mx) or 16 (nv) elements
 DTYPES = {"bfloat16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8_block": (1.0 + 4 / 128 / 128, "fp8"),
@@ -78,25 +83,35 @@ def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str)
 
 
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
-               dtype: str, distribution: str, gated: bool) -> tuple[float, float, float, str, int]:
-    """(exact FLOPs, FLOPs at the padded tile rows, DRAM bytes, MMA dtype, active local experts) of the
-    measured GPU's layer."""
+               dtype: str, distribution: str, gated: bool, sm_count: int) -> dict:
+    """The measured GPU's layer: exact and tile-padded FLOPs, the two grouped GEMMs' weight bytes and CTA
+    fill, the activations' bytes, the MMA dtype, the active and the local experts."""
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
     loads = rank_loads(tokens, topk, experts, ep, distribution)
-    rows = np.ceil(loads / TILE_M) * TILE_M
-    flops_exact = 2 * mats * hidden * inter_l * loads.sum()
-    flops = 2 * mats * hidden * inter_l * rows.sum()
-    act = loads.sum() * (hidden * 2 * 2 + inter_l * mats * 2)  # tokens in/out (bf16) and the fc1 output
-    weights = len(loads) * mats * hidden * inter_l * wbytes
-    return float(flops_exact), float(flops), float(weights + act + tokens * hidden * 2 * 2), mma, len(loads)
+    row_tiles = np.ceil(loads / TILE_M)
+    n1 = (mats - 1) * inter_l  # fc1: gate and up (gated) or up alone, N side; K = hidden
+    ctas1 = row_tiles.sum() * np.ceil(n1 / TILE_N)
+    ctas2 = row_tiles.sum() * np.ceil(hidden / TILE_N)  # fc2: N = hidden, K = inter_l
+    act = loads.sum() * (hidden * 2 * 2 + inter_l * mats * 2) + tokens * hidden * 2 * 2
+    return {"flops_exact": float(2 * mats * hidden * inter_l * loads.sum()),
+            "flops": float(2 * mats * hidden * inter_l * row_tiles.sum() * TILE_M),
+            "w1": float(len(loads) * n1 * hidden * wbytes), "w2": float(len(loads) * hidden * inter_l * wbytes),
+            "ctas1": float(max(ctas1, 1) / sm_count), "ctas2": float(max(ctas2, 1) / sm_count),
+            "act": float(act), "mma": mma, "active": len(loads), "local": max(experts // ep, 1)}
 
 
-def layer_time(flops_exact, flops, nbytes, peak, active, dram_bytes_per_s: float, eff: dict):
-    """(bound_s, estimate_s) of the layer (module docstring); elementwise over arrays of rows."""
-    bound = np.maximum(flops_exact / peak, nbytes / dram_bytes_per_s)
-    tc = flops / (peak * eff["moe_tensor"])
-    tm = nbytes / (dram_bytes_per_s * eff["moe_dram"])
-    est = eff["moe_fixed_s"] + eff["moe_expert_s"] * active + np.maximum(tc, tm) + (1 - eff["moe_overlap"]) * np.minimum(tc, tm)
+def layer_time(w: dict, peak, dram_bytes_per_s: float, eff: dict):
+    """(bound_s, estimate_s) of the layer (module docstring); elementwise over arrays of rows (`w` a
+    layer_work record, or one of arrays)."""
+    nbytes = w["w1"] + w["w2"] + w["act"]
+    bound = np.maximum(w["flops_exact"] / peak, nbytes / dram_bytes_per_s)
+    tc = w["flops"] / (peak * eff["moe_tensor"])
+    bw = dram_bytes_per_s * eff["moe_dram"]
+    k = eff["moe_cta_stream"]  # one CTA streams at up to k x its 1 / SMs share of the DRAM bandwidth
+    tm = (w["w1"] / (bw * np.minimum(1.0, k * w["ctas1"])) + w["w2"] / (bw * np.minimum(1.0, k * w["ctas2"]))
+          + w["act"] / bw)
+    est = (eff["moe_fixed_s"] + eff["moe_expert_s"] * w["local"] + np.maximum(tc, tm)
+           + (1 - eff["moe_overlap"]) * np.minimum(tc, tm))
     return bound, est
