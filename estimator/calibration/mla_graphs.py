@@ -29,18 +29,24 @@ from estimator.calibration.kernel_graphs import BF16, _external, _model
 KV_LORA, ROPE, NOPE, V_DIM = 512, 64, 128, 128
 
 
-def mla_context(b, s, h) -> onnx.ModelProto:
+def mla_context(b, s, h, fp8: bool = False) -> onnx.ModelProto:
+    """`fp8` (an fp8 cache): the FP8 FMHA, Q, K and V quantized first (per tensor, one kernel each; the
+    caller re-types qq, kq, vq and the cache to fp8)."""
     info = helper.make_tensor_value_info
     qk = NOPE + ROPE
     inputs = [info("q", BF16, [b, h, s, qk]), info("k", BF16, [b, h, s, qk]), info("v", BF16, [b, h, s, V_DIM]),
               info("latent", BF16, [b, 1, s, KV_LORA + ROPE]),
               info("cos", BF16, [b, s, ROPE // 2]), info("sin", BF16, [b, s, ROPE // 2])]
     outputs = [info("y", BF16, [b, h, s, V_DIM]), info("cache", BF16, [b, 1, s, KV_LORA + ROPE])]
-    nodes = [
-        helper.make_node("RotaryEmbedding", ["latent", "cos", "sin"], ["cache"], name="rope_k"),
-        helper.make_node("Attention", ["q", "k", "v"], ["y"], name="attention", is_causal=1),
-    ]
-    return _model(nodes, inputs, outputs)
+    nodes = [helper.make_node("RotaryEmbedding", ["latent", "cos", "sin"], ["cache"], name="rope_k")]
+    inits = []
+    qkv = ["q", "k", "v"]
+    if fp8:
+        inits.append(helper.make_tensor("qkv_scale", TensorProto.FLOAT, [], [1.0]))
+        nodes += [helper.make_node("QuantizeLinear", [t, "qkv_scale"], [t + "q"], name=f"quantize_{t}") for t in qkv]
+        qkv = [t + "q" for t in qkv]
+    nodes.append(helper.make_node("Attention", qkv, ["y"], name="attention", is_causal=1))
+    return _model(nodes, inputs, outputs, inits)
 
 
 def mla_generation(b, step, h) -> onnx.ModelProto:

@@ -130,8 +130,8 @@ def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
         return model, ({"xq": "fp8e4m3"} if block else {}), True
     fp8 = row["kv_cache_dtype"] == "fp8"
     if table == "mla_context":
-        model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"])
-        return model, (dict.fromkeys(("q", "k", "v", "latent", "cache"), "fp8e4m3") if fp8 else {}), True
+        model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"], fp8)
+        return model, (dict.fromkeys(("qq", "kq", "vq", "cache"), "fp8e4m3") if fp8 else {}), True
     model = mla_graphs.mla_generation(i["batch_size"], i["step"], i["num_heads"])
     names = ("past", "new", "latent", "kt", "values") + (("q",) if quantize_query else ())
     return model, (dict.fromkeys(names, "fp8e4m3") if fp8 else {}), ("q",)
