@@ -57,9 +57,12 @@ TILE_COUNTS = ("attention_dequant_ops",)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
 # Optional: the MLA and MoE kernels' fitted constants (estimator/pricing/mla.py, moe.py); a family without
 # them prices those kernels as any attention or stream.
-MLA_MOE_FRACTIONS = ("mla_overlap", "mla_tensor", "mla_dram")
-MLA_MOE_SECONDS = ("mla_decode_s", "mla_decode_seq_s", "mla_decode_row_s")
-MLA_MOE_KEYS = (*MLA_MOE_FRACTIONS, *MLA_MOE_SECONDS)
+MLA_MOE_FRACTIONS = ("mla_overlap", "mla_tensor", "mla_dram", "moe_tensor", "moe_dram", "moe_overlap",
+                     "moe_rows")
+MLA_MOE_SECONDS = ("mla_decode_s", "mla_decode_seq_s", "mla_decode_row_s", "moe_fixed_s", "moe_gemm_s",
+                   "moe_expert_s")
+MLA_MOE_COUNTS = ("moe_cta_stream",)  # a CTA's weight stream over its 1 / SMs share of DRAM (>= 1)
+MLA_MOE_KEYS = (*MLA_MOE_FRACTIONS, *MLA_MOE_SECONDS, *MLA_MOE_COUNTS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
 # (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/pricing/gemm.py): a k-step's cost per padded row
 # of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks

@@ -18,11 +18,13 @@ EFF = {"launch_s": 1e-6, "mem_latency_s": 1e-6, "mla_decode_s": 2e-6, "mla_decod
 
 
 def test_expected_active_experts_by_hand():
-    # 2 uniform draws over 4 experts: 4 * (1 - (3/4)^2) = 4 * 7/16 = 1.75 distinct experts expected
-    assert moe.active_uniform(2, 4) == pytest.approx(1.75)
-    # 1 draw hits exactly one; many draws hit them all
-    assert moe.active_uniform(1, 8) == pytest.approx(1.0)
-    assert moe.active_uniform(10_000, 8) == pytest.approx(8.0)
+    # 2 tokens, top-1 of 4 experts: 4 * (1 - (3/4)^2) = 4 * 7/16 = 1.75 distinct experts expected
+    assert moe.active_uniform(2, 1, 4) == pytest.approx(1.75)
+    # 2 tokens, top-2 of 8: each expert idle with probability (6/8)^2 = 9/16: 8 * 7/16 = 3.5
+    assert moe.active_uniform(2, 2, 8) == pytest.approx(3.5)
+    # one token hits exactly its k; many tokens hit them all
+    assert moe.active_uniform(1, 2, 8) == pytest.approx(2.0)
+    assert moe.active_uniform(10_000, 2, 8) == pytest.approx(8.0)
     # the benchmark's balanced (strided) routing: 3 assignments -> 3 distinct experts, never more than E
     assert moe.active_balanced(3, 8) == 3 and moe.active_balanced(100, 8) == 8
     # balanced, 4 tokens x top-2 over 8 experts on 2 EP ranks: 8 assignments, 8 active, 4 on rank 0,
@@ -38,13 +40,14 @@ def test_power_law_loads_sum_to_the_assignments_hottest_first():
 
 def test_moe_layer_work_by_hand():
     # 1 token, top-1 of 4 experts, hidden 128, inter 64, bf16, gated: one active expert of 3 matrices
-    flops_exact, flops, nbytes, mma, active = moe.layer_work(1, 128, 64, 1, 4, 1, 1, "bfloat16", "balanced", True)
-    assert active == 1 and mma == "bf16"
-    assert flops_exact == 2 * 3 * 128 * 64 * 1  # one multiply-add per (token, hidden, inter) per matrix
-    assert flops == 2 * 3 * 128 * 64 * 128  # its rows padded to the grouped GEMM's 128-row tile
-    weights = 3 * 128 * 64 * 2  # gate, up, down in bf16
-    activations = 1 * (128 * 2 * 2 + 64 * 3 * 2) + 1 * 128 * 2 * 2
-    assert nbytes == weights + activations
+    w = moe.layer_work(1, 128, 64, 1, 4, 1, 1, "bfloat16", "balanced", True, 132)
+    assert w["active"] == 1 and w["local"] == 4 and w["mma"] == "bf16"
+    assert w["flops_exact"] == 2 * 3 * 128 * 64 * 1  # one multiply-add per (token, hidden, inter) per matrix
+    assert w["flops"] == 2 * 3 * 128 * 64 * 128  # its rows padded to the grouped GEMM's 128-row tile
+    assert w["w1"] == 2 * 64 * 128 * 2 and w["w2"] == 128 * 64 * 2  # gate + up, then down, in bf16
+    assert w["act"] == 1 * (128 * 2 * 2 + 64 * 3 * 2) + 1 * 128 * 2 * 2
+    # fc1: 1 row tile x ceil(128 / 128) column tiles = 1 CTA of 132 SMs
+    assert w["ctas1"] == pytest.approx(1 / 132)
 
 
 def test_mla_decode_kernel_flops_and_bytes_at_one_shape():

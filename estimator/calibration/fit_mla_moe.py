@@ -32,12 +32,14 @@ GRIDS = {
         "mla_decode_seq_s": [1e-12, 2e-8, 4e-8],
     },
     "moe": {
-        "moe_fixed_s": [10e-6, 20e-6, 30e-6, 40e-6],
-        "moe_tensor": [0.45, 0.6, 0.75, 0.9],
+        "moe_fixed_s": [5e-6, 10e-6, 20e-6],
+        "moe_gemm_s": [2e-6, 5e-6, 10e-6],
+        "moe_tensor": [0.35, 0.45, 0.6, 0.75],
         "moe_dram": [0.7, 0.85, 0.95],
-        "moe_overlap": [0.0, 1.0],
-        "moe_expert_s": [1e-12, 1e-7, 2e-7, 3e-7],
-        "moe_cta_stream": [1.0, 2.0, 4.0, 8.0, 1e3],
+        "moe_overlap": [1.0],
+        "moe_expert_s": [1e-12, 5e-8, 1e-7, 2e-7],
+        "moe_cta_stream": [8.0],
+        "moe_rows": [0.15, 0.2, 0.3, 0.4],
     },
 }
 MOE_SAMPLE = 6000  # rows of the MoE table priced (of 126K / 218K), seeded
@@ -60,7 +62,7 @@ def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
 
 def moe_layer(rows: dict, hw, eff: dict) -> np.ndarray:
     peak = np.array([hw.tensor_flops_per_s.get(m, hw.tensor_flops_per_s["bf16"]) for m in rows["mma"]])
-    return moe.layer_time(rows, peak, hw.dram_bytes_per_s, eff)[1]
+    return moe.layer_time(rows, peak, hw.sm_count, hw.dram_bytes_per_s, eff)[1]
 
 
 def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
     estimate validate kernels --data ../shared/calibration/h100_sxm [--arch h100-sxm] [--warm-inputs]
-                              [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce]
+                              [--tables gemm,fp8,fp8_block,context,generation,mla_context,mla_generation,
+                                        mla_bmm,moe,nccl,allreduce]
                               [--sample N] [--json OUT] [--markdown]
 
 Every row becomes the ONNX graph estimator/calibration/kernel_graphs.py builds for it (a MatMul
@@ -40,7 +41,7 @@ from estimator.calibration import kernel_graphs, mla_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
 from estimator.errors import UserError
-from estimator.pricing import mla
+from estimator.pricing import mla, moe
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
 from passes import DEFAULT_STRATEGY, pipeline_for
@@ -94,6 +95,8 @@ def rows_of(data: Path, table: str) -> dict:
         return select(rows, GEMM_TABLES[table](rows["dtype"]))
     if table in MLA_TABLES:
         return read_table(data / MLA_TABLES[table])
+    if table == "moe":
+        return read_table(data / "moe.csv.gz")
     return read_table(data / f"{table}_attention.csv.gz")
 
 
@@ -138,6 +141,10 @@ def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
 
 
 def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
+    if table == "moe":
+        t = rows["num_tokens"]
+        dists = [(str(d), rows["distribution"] == d) for d in np.unique(rows["distribution"])]
+        return [*dists, ("tokens <= 128", t <= 128), ("tokens > 128", t > 128)]
     if table in MLA_TABLES:
         if table == "mla_bmm":
             return [(f"{o} {d}", (rows["op_name"] == o) & (rows["bmm_dtype"] == d))
@@ -165,6 +172,19 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
             "worst_measured_over_bound": float(ratio.min())}
 
 
+def moe_price(row: dict, hw) -> tuple[float, float]:
+    """A MoE layer row (moe.csv.gz) priced by estimator/pricing/moe.py with the descriptor's constants."""
+    if not all(k in hw.efficiency for k in moe.MOE_KEYS):
+        raise UserError(f"--tables moe: {hw.name} has no MoE constants ({', '.join(moe.MOE_KEYS)})")
+    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]), int(row["topk"]),
+                       int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
+                       str(row["moe_dtype"]), str(row["distribution"]),
+                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count)
+    peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+    bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
+    return float(bound), float(est)
+
+
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict:
     comm = table in validate_comm.TABLES  # collectives: validate_comm.py
     rows = validate_comm.rows_of(data, table) if comm else rows_of(data, table)
@@ -186,6 +206,8 @@ def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) ->
             pass
         elif comm:
             cache[key] = validate_comm.price(table, row, hw)
+        elif table == "moe":
+            cache[key] = moe_price(row, hw)
         else:
             model, retype, warm_names = model_of(table, row, mla.quantizes_query(hw.family),
                                                  mla.bmm_fp8_kind(hw.family))
@@ -225,9 +247,9 @@ def markdown(result: dict) -> str:
                                     "below bound", "below by > 3%", "worst measured / bound"), rows)
 
 
-ALL_TABLES = (*GEMM_TABLES, "context", "generation", *MLA_TABLES, *validate_comm.TABLES)
+ALL_TABLES = (*GEMM_TABLES, "context", "generation", *MLA_TABLES, "moe", *validate_comm.TABLES)
 TABLE_FILES = {**dict.fromkeys(GEMM_TABLES, "gemm.csv.gz"), "context": "context_attention.csv.gz",
-               "generation": "generation_attention.csv.gz", **MLA_TABLES, **validate_comm.TABLES}
+               "generation": "generation_attention.csv.gz", **MLA_TABLES, "moe": "moe.csv.gz", **validate_comm.TABLES}
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--arch", default="h100-sxm")
         if name == "kernels":
             q.add_argument("--tables", default=KERNEL_TABLES,
-                           help="comma list of gemm, fp8, fp8_block, context, generation, nccl, allreduce")
+                           help="comma list of gemm, fp8, fp8_block, context, generation, mla_context, "
+                                "mla_generation, mla_bmm, moe, nccl, allreduce")
             q.add_argument("--warm-inputs", action="store_true",
                            help="activations start resident in L2 (the benchmarks rotate weights only)")
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")

@@ -6,8 +6,8 @@ Active experts. `tokens * topk` assignments land on `experts` experts; the GPU h
 each with inter / tp of its intermediate width. A grouped GEMM reads the weights of an expert only when at
 least one token routes there, so at decode (few assignments) the layer reads far fewer bytes than all its
 experts:
-- uniform (random) routing: E[distinct experts hit] = E * (1 - (1 - 1/E)^(tokens * topk)) (each
-  assignment an independent uniform draw; NB: a token's own top-k are distinct, which this ignores)
+- uniform (random) routing: E[distinct experts hit] = E * (1 - (1 - topk/E)^tokens) (each token's top-k
+  a uniform draw of distinct experts; estimator/cost/moe.py expected_active_experts)
 - balanced (the benchmark's `balanced`: token i's j-th expert is (i + j * ceil(E / topk)) mod E, a
   stride): min(E, tokens * topk) distinct experts, each with the same load
 - power_law_<alpha> (aiconfigurator's collector): per-expert loads drawn from a power law on [1, 0.8 *
@@ -21,6 +21,11 @@ Per active expert with n tokens, its GEMMs pad the token rows to the grouped GEM
     weights = (gated ? 3 : 2) * hidden * inter_l * weight bytes (+ block scales)
     estimate = moe_fixed_s + max(flops / (peak * moe_tensor), (weights + activations) / (BW * moe_dram))
                + (1 - moe_overlap) * min(...)
+The permute (a gather of each assignment's token row) and the finalize (the weighted scatter-reduce of
+the expert outputs) are kernels of their own before and after the GEMMs, at `moe_rows` of the DRAM
+bandwidth (row-granular gathers; the H100 table's 16K-token rows keep ~2-5 ms at hidden 4096, top-8,
+whatever moe_tp: a cost per assignment that TP does not split):  + rows_bytes / (BW * moe_rows); the
+layer's input and output rows (every token, whichever rank holds its experts) stream at moe_dram.
 `moe_fixed_s`: the layer's kernels' launches and dependent phases (routing, permute, two GEMMs,
 finalize); `moe_expert_s` per LOCAL expert, active or not (the fused MoE's per-expert bookkeeping: expert
 offsets, each expert's problem in the grouped GEMM's scheduler, its scales): the H100 table's 1-token
@@ -34,7 +39,10 @@ from __future__ import annotations
 
 import numpy as np
 
-MOE_KEYS = ("moe_fixed_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s", "moe_cta_stream")
+from estimator import symmath as sm
+
+MOE_KEYS = ("moe_fixed_s", "moe_gemm_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s",
+            "moe_cta_stream", "moe_rows")
 TILE_M = 128
 TILE_N = 128
 # weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
@@ -44,10 +52,11 @@ DTYPES = {"bfloat16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8_block": (1.0 + 4 
           "nvfp4": (0.5 + 1 / 16, "fp4")}
 
 
-def active_uniform(assignments, experts):
-    """Expected distinct experts hit by `assignments` independent uniform draws over `experts`."""
+def active_uniform(tokens, topk, experts):
+    """Expected distinct experts hit when each of `tokens` tokens picks `topk` distinct experts of
+    `experts` uniformly: E * (1 - (1 - k/E)^T), as estimator/cost/moe.py expected_active_experts."""
     e = np.asarray(experts, dtype=float)
-    return e * (1 - (1 - 1 / e) ** np.asarray(assignments, dtype=float))
+    return e * (1 - (1 - np.asarray(topk, dtype=float) / e) ** np.asarray(tokens, dtype=float))
 
 
 def active_balanced(assignments, experts):
@@ -78,40 +87,57 @@ def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str)
         per = a / active
         mine = int(round(active / ep)) if active < experts else local
         return np.full(max(mine, 1), per)
-    active = float(active_uniform(a, experts)) / ep
+    active = float(active_uniform(tokens, topk, experts)) / ep
     return np.full(max(int(round(active)), 1), a / ep / max(active, 1e-9))
+
+
+def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dram_bytes_per_s: float,
+                 eff: dict, out_bytes=0.0, in_bytes=0.0):
+    """(bound_s, estimate_s, compute_s, memory_s, fixed_s) of one grouped GEMM over the active experts:
+    `row_tiles` 128-row M tiles in all, `active` experts of `local`, each [n, k] with `wbytes` per
+    weight element; `in_bytes` / `out_bytes` its activations. Over any number type (estimator/symmath)."""
+    flops = 2 * row_tiles * TILE_M * n * k
+    weights = active * n * k * wbytes
+    ctas = row_tiles * sm.ceil_div(n, TILE_N)
+    fill = sm.minimum(1.0, eff["moe_cta_stream"] * sm.maximum(ctas, 1) / sm_count)
+    bw = dram_bytes_per_s * eff["moe_dram"]
+    compute = flops / (peak * eff["moe_tensor"])
+    memory = weights / (bw * fill) + (in_bytes + out_bytes) / bw
+    fixed = eff["moe_gemm_s"] + eff["moe_expert_s"] * local
+    est = fixed + sm.maximum(compute, memory) + (1 - eff["moe_overlap"]) * sm.minimum(compute, memory)
+    return compute, memory, fixed, est
 
 
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
                dtype: str, distribution: str, gated: bool, sm_count: int) -> dict:
-    """The measured GPU's layer: exact and tile-padded FLOPs, the two grouped GEMMs' weight bytes and CTA
-    fill, the activations' bytes, the MMA dtype, the active and the local experts."""
+    """The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token
+    rows moved by the permute and finalize, the MMA dtype, the active and the local experts."""
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
     loads = rank_loads(tokens, topk, experts, ep, distribution)
-    row_tiles = np.ceil(loads / TILE_M)
-    n1 = (mats - 1) * inter_l  # fc1: gate and up (gated) or up alone, N side; K = hidden
-    ctas1 = row_tiles.sum() * np.ceil(n1 / TILE_N)
-    ctas2 = row_tiles.sum() * np.ceil(hidden / TILE_N)  # fc2: N = hidden, K = inter_l
-    act = loads.sum() * (hidden * 2 * 2 + inter_l * mats * 2) + tokens * hidden * 2 * 2
-    return {"flops_exact": float(2 * mats * hidden * inter_l * loads.sum()),
-            "flops": float(2 * mats * hidden * inter_l * row_tiles.sum() * TILE_M),
-            "w1": float(len(loads) * n1 * hidden * wbytes), "w2": float(len(loads) * hidden * inter_l * wbytes),
-            "ctas1": float(max(ctas1, 1) / sm_count), "ctas2": float(max(ctas2, 1) / sm_count),
-            "act": float(act), "mma": mma, "active": len(loads), "local": max(experts // ep, 1)}
+    return {"row_tiles": float(np.ceil(loads / TILE_M).sum()), "assignments": float(loads.sum()),
+            "n1": (mats - 1) * inter_l, "k1": hidden, "n2": hidden, "k2": inter_l, "wbytes": wbytes,
+            "mats": mats, "hidden": hidden, "inter_l": inter_l, "tokens": tokens,
+            # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
+            "rows": float(loads.sum() * hidden * 2 * 2),
+            "io": float(tokens * hidden * 2 * 2),  # the layer's input read and output written (bf16)
+            "mma": mma, "active": len(loads), "local": max(experts // ep, 1)}
 
 
-def layer_time(w: dict, peak, dram_bytes_per_s: float, eff: dict):
-    """(bound_s, estimate_s) of the layer (module docstring); elementwise over arrays of rows (`w` a
-    layer_work record, or one of arrays)."""
-    nbytes = w["w1"] + w["w2"] + w["act"]
-    bound = np.maximum(w["flops_exact"] / peak, nbytes / dram_bytes_per_s)
-    tc = w["flops"] / (peak * eff["moe_tensor"])
-    bw = dram_bytes_per_s * eff["moe_dram"]
-    k = eff["moe_cta_stream"]  # one CTA streams at up to k x its 1 / SMs share of the DRAM bandwidth
-    tm = (w["w1"] / (bw * np.minimum(1.0, k * w["ctas1"])) + w["w2"] / (bw * np.minimum(1.0, k * w["ctas2"]))
-          + w["act"] / bw)
-    est = (eff["moe_fixed_s"] + eff["moe_expert_s"] * w["local"] + np.maximum(tc, tm)
-           + (1 - eff["moe_overlap"]) * np.minimum(tc, tm))
-    return bound, est
+def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict):
+    """(bound_s, estimate_s) of the layer (module docstring): routing, permute and finalize, then fc1
+    (SwiGLU in its epilogue) and fc2, each a grouped GEMM; elementwise over arrays of rows."""
+    a = w["assignments"]
+    fc1_out = a * w["inter_l"] * 2  # after SwiGLU (or the activation): inter_l wide, bf16
+    g1 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n1"], w["k1"], w["wbytes"], peak, sm_count,
+                      dram_bytes_per_s, eff, out_bytes=fc1_out)
+    g2 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n2"], w["k2"], w["wbytes"], peak, sm_count,
+                      dram_bytes_per_s, eff, in_bytes=fc1_out)
+    flops_exact = 2 * a * (w["n1"] * w["k1"] + w["n2"] * w["k2"])
+    nbytes = (w["active"] * (w["n1"] * w["k1"] + w["n2"] * w["k2"]) * w["wbytes"] + 2 * fc1_out + w["rows"]
+              + w["io"])
+    bound = np.maximum(flops_exact / peak, nbytes / dram_bytes_per_s)
+    routing = (eff["moe_fixed_s"] + w["rows"] / (dram_bytes_per_s * eff["moe_rows"])
+               + w["io"] / (dram_bytes_per_s * eff["moe_dram"]))
+    return bound, routing + g1[3] + g2[3]
