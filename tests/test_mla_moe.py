@@ -39,15 +39,24 @@ def test_power_law_loads_sum_to_the_assignments_hottest_first():
 
 
 def test_moe_layer_work_by_hand():
-    # 1 token, top-1 of 4 experts, hidden 128, inter 64, bf16, gated: one active expert of 3 matrices
+    # 1 token, top-1 of 4 experts, hidden 128, inter 64, bf16, gated: one active expert of 4 local
     w = moe.layer_work(1, 128, 64, 1, 4, 1, 1, "bfloat16", "balanced", True, 132)
     assert w["active"] == 1 and w["local"] == 4 and w["mma"] == "bf16"
-    assert w["flops_exact"] == 2 * 3 * 128 * 64 * 1  # one multiply-add per (token, hidden, inter) per matrix
-    assert w["flops"] == 2 * 3 * 128 * 64 * 128  # its rows padded to the grouped GEMM's 128-row tile
-    assert w["w1"] == 2 * 64 * 128 * 2 and w["w2"] == 128 * 64 * 2  # gate + up, then down, in bf16
-    assert w["act"] == 1 * (128 * 2 * 2 + 64 * 3 * 2) + 1 * 128 * 2 * 2
-    # fc1: 1 row tile x ceil(128 / 128) column tiles = 1 CTA of 132 SMs
-    assert w["ctas1"] == pytest.approx(1 / 132)
+    assert w["row_tiles"] == 1 and w["assignments"] == 1  # one token row, padded to one 128-row tile
+    assert (w["n1"], w["k1"], w["n2"], w["k2"]) == (128, 128, 128, 64)  # fc1: gate + up 2 x 64 wide
+    assert w["rows"] == 1 * 128 * 2 * 2 and w["io"] == 1 * 128 * 2 * 2  # bf16 rows gathered / in and out
+
+
+def test_grouped_gemm_by_hand():
+    eff = {"moe_tensor": 0.5, "moe_dram": 0.5, "moe_cta_stream": 2.0, "moe_gemm_s": 1e-6, "moe_expert_s": 1e-7,
+           "moe_overlap": 1.0}
+    # 2 active experts of 4, 2 row tiles, N = K = 256, 1-byte weights, 1e12 FLOP/s and 1e12 B/s, 100 SMs
+    compute, memory, fixed, time = moe.grouped_gemm(2, 2, 4, 256, 256, 1.0, 1e12, 100, 1e12, eff)
+    assert compute == pytest.approx(2 * 2 * 128 * 256 * 256 / (1e12 * 0.5))  # padded rows x N x K
+    # 2 row tiles x 2 column tiles = 4 CTAs, each streaming at 2 x its 1/100 share: 8 % of the bandwidth
+    assert memory == pytest.approx(2 * 256 * 256 / (1e12 * 0.5 * 0.08))
+    assert fixed == pytest.approx(1e-6 + 4 * 1e-7)  # every local expert's bookkeeping
+    assert time == pytest.approx(fixed + max(compute, memory))  # fully overlapped
 
 
 def test_mla_decode_kernel_flops_and_bytes_at_one_shape():

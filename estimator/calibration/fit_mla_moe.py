@@ -53,7 +53,8 @@ def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
     work = [moe.layer_work(int(rows["num_tokens"][j]), int(rows["hidden_size"][j]), int(rows["inter_size"][j]),
                            int(rows["topk"][j]), int(rows["num_experts"][j]), int(rows["moe_tp_size"][j]),
                            int(rows["moe_ep_size"][j]), str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
-                           rows["kernel_source"][j] != "moe_torch_flow_nongated", sm_count)
+                           rows["kernel_source"][j] != "moe_torch_flow_nongated", sm_count,
+                           rows["kernel_source"][j] == "moe_torch_flow_min_latency")
             for j in range(len(idx))]
     for key in work[0]:
         rows[key] = np.array([w[key] for w in work])

@@ -179,7 +179,8 @@ def moe_price(row: dict, hw) -> tuple[float, float]:
     w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]), int(row["topk"]),
                        int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
                        str(row["moe_dtype"]), str(row["distribution"]),
-                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count)
+                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
+                       row["kernel_source"] == "moe_torch_flow_min_latency")
     peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
     bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
     return float(bound), float(est)

@@ -109,8 +109,10 @@ def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dr
 
 
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
-               dtype: str, distribution: str, gated: bool, sm_count: int) -> dict:
-    """The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token
+               dtype: str, distribution: str, gated: bool, sm_count: int, fused_permute: bool = False) -> dict:
+    """`fused_permute`: the GEMMs gather and scatter the token rows themselves (TensorRT-LLM's
+    min-latency MoE), so the rows move at the GEMMs' rate, not as a permute and a finalize of their own.
+    The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token
     rows moved by the permute and finalize, the MMA dtype, the active and the local experts."""
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
@@ -122,7 +124,7 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
             # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
             "rows": float(loads.sum() * hidden * 2 * 2),
             "io": float(tokens * hidden * 2 * 2),  # the layer's input read and output written (bf16)
-            "mma": mma, "active": len(loads), "local": max(experts // ep, 1)}
+            "mma": mma, "active": len(loads), "local": max(experts // ep, 1), "fused": float(fused_permute)}
 
 
 def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict):
@@ -138,6 +140,7 @@ def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict)
     nbytes = (w["active"] * (w["n1"] * w["k1"] + w["n2"] * w["k2"]) * w["wbytes"] + 2 * fc1_out + w["rows"]
               + w["io"])
     bound = np.maximum(flops_exact / peak, nbytes / dram_bytes_per_s)
-    routing = (eff["moe_fixed_s"] + w["rows"] / (dram_bytes_per_s * eff["moe_rows"])
+    rows_rate = np.where(w["fused"] > 0, eff["moe_dram"], eff["moe_rows"])
+    routing = (eff["moe_fixed_s"] + w["rows"] / (dram_bytes_per_s * rows_rate)
                + w["io"] / (dram_bytes_per_s * eff["moe_dram"]))
     return bound, routing + g1[3] + g2[3]
