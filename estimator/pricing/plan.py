@@ -426,11 +426,13 @@ def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> T
     """A fused grouped-GEMM MoE kernel (passes/fuse_moe.py) priced by moe.grouped_gemm: tokens x top_k
     routed rows over the expected active experts (uniform routing, estimator/cost/moe.py), spread evenly
     over them and padded to the 128-row tile; every local expert pays its bookkeeping. None (the
-    streaming model) when the routing is unknown or the descriptor has no MoE constants. Symbolic in
+    streaming model) when the routing is unknown, the family's engine kernel is not listed
+    (estimator/pricing/mla_moe.yaml) or the descriptor has no MoE constants. Symbolic in
     the free dims, so sweeps evaluate the same formula."""
     info = graph.node(kernel.name).attrs.get("moe")
     unit = _mma_unit(kernel.work)
     if (not info or info.get("top_k") is None or unit is None or unit[0] != TENSOR
+            or not mla.family_kernels(hw.family).get("moe_grouped_gemm")
             or not all(k in hw.efficiency for k in moe.MOE_KEYS)):
         return None
     node = graph.node(kernel.name)
