@@ -118,7 +118,12 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
     inter_l = inter / tp
     mats = 3 if gated else 2
     loads = rank_loads(tokens, topk, experts, ep, distribution)
+    # the bound's rank: at least its mean share of the assignments (the measured rank holds the heaviest
+    # group), in as few experts as one (a skewed draw may pile them up): a floor any draw stays above
+    floor_a = min(float(loads.sum()), tokens * topk / ep) if distribution.startswith("power_law") else None
     return {"row_tiles": float(np.ceil(loads / TILE_M).sum()), "assignments": float(loads.sum()),
+            "bound_assignments": float(loads.sum()) if floor_a is None else floor_a,
+            "bound_active": float(len(loads)) if floor_a is None else float(min(len(loads), 1)),
             "n1": (mats - 1) * inter_l, "k1": hidden, "n2": hidden, "k2": inter_l, "wbytes": wbytes,
             "mats": mats, "hidden": hidden, "inter_l": inter_l, "tokens": tokens,
             # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
@@ -136,9 +141,11 @@ def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict)
                       dram_bytes_per_s, eff, out_bytes=fc1_out)
     g2 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n2"], w["k2"], w["wbytes"], peak, sm_count,
                       dram_bytes_per_s, eff, in_bytes=fc1_out)
-    flops_exact = 2 * a * (w["n1"] * w["k1"] + w["n2"] * w["k2"])
-    nbytes = (w["active"] * (w["n1"] * w["k1"] + w["n2"] * w["k2"]) * w["wbytes"] + 2 * fc1_out + w["rows"]
-              + w["io"])
+    # the bound: the fewest FLOPs and bytes the rank's routing allows (layer_work bound_*)
+    ab = w["bound_assignments"]
+    flops_exact = 2 * ab * (w["n1"] * w["k1"] + w["n2"] * w["k2"])
+    nbytes = (w["bound_active"] * (w["n1"] * w["k1"] + w["n2"] * w["k2"]) * w["wbytes"]
+              + (2 * w["inter_l"] * 2 + w["hidden"] * 2 * 2) * ab + w["io"])
     bound = np.maximum(flops_exact / peak, nbytes / dram_bytes_per_s)
     rows_rate = np.where(w["fused"] > 0, eff["moe_dram"], eff["moe_rows"])
     routing = (eff["moe_fixed_s"] + w["rows"] / (dram_bytes_per_s * rows_rate)
