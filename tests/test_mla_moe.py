@@ -32,10 +32,13 @@ def test_expected_active_experts_by_hand():
     assert list(moe.rank_loads(4, 2, 8, 2, "balanced")) == [1.0, 1.0, 1.0, 1.0]
 
 
-def test_power_law_loads_sum_to_the_assignments_hottest_first():
-    loads = moe.power_law_loads(64, 8, 256, 1.2)
-    assert loads.sum() == pytest.approx(64 * 8, abs=256)  # rounded per expert
-    assert loads[0] == loads.max() and loads[0] >= 5 * np.median(loads)  # heavy-tailed
+def test_power_law_draws_keep_the_assignments_and_measure_the_heaviest_rank():
+    # the generator's rounding remainder is redistributed: every draw routes exactly 64 x 8 = 512 pairs
+    for loads in moe.power_law_loads(64, 8, 256, 1.2, ep=1, draws=3):
+        assert loads.sum() == 512 and len(loads) == 256
+    # over 2 EP ranks the measured one holds the heavier half: at least 256 of the 512 pairs
+    for loads in moe.power_law_loads(64, 8, 256, 1.2, ep=2, draws=3):
+        assert len(loads) == 128 and loads.sum() >= 256
 
 
 def test_moe_layer_work_by_hand():

@@ -10,10 +10,10 @@ experts:
   a uniform draw of distinct experts; estimator/cost/moe.py expected_active_experts)
 - balanced (the benchmark's `balanced`: token i's j-th expert is (i + j * ceil(E / topk)) mod E, a
   stride): min(E, tokens * topk) distinct experts, each with the same load
-- power_law_<alpha> (aiconfigurator's collector): per-expert loads drawn from a power law on [1, 0.8 *
-  tokens] (on [0.01, 2] when tokens * topk <= E) with exponent alpha, scaled to tokens * topk and
-  rounded, the hottest expert swapped onto the measured rank (rank 0). Priced with the law's expected
-  order statistics: expert i of E (hottest first) gets the quantile at (i + 0.5) / E of the law.
+- power_law_<alpha> (aiconfigurator's collector): per-expert loads drawn i.i.d. from a power law on [1,
+  0.8 * tokens] (on [0.01, 2] when tokens * topk <= E) with exponent alpha, scaled to tokens * topk and
+  rounded, the EP group with the largest load swapped onto the measured rank (rank 0). Priced with the
+  mean over POWER_LAW_DRAWS seeded draws of that generator (power_law_loads).
 The rank's time is its own experts' (the measured GPU, rank 0): with ep > 1 its share of the loads.
 
 Per active expert with n tokens, its GEMMs pad the token rows to the grouped GEMM's tile M (`tile_m`):
@@ -45,6 +45,7 @@ MOE_KEYS = ("moe_fixed_s", "moe_gemm_s", "moe_tensor", "moe_dram", "moe_overlap"
             "moe_cta_stream", "moe_rows")
 TILE_M = 128
 TILE_N = 128
+POWER_LAW_DRAWS = 8  # seeded draws of the benchmark's power-law generator averaged per row
 # weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
 # scale byte per 32 (mx) or 16 (nv) elements
 DTYPES = {"bfloat16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8_block": (1.0 + 4 / 128 / 128, "fp8"),
@@ -63,25 +64,40 @@ def active_balanced(assignments, experts):
     return np.minimum(np.asarray(experts, dtype=float), np.asarray(assignments, dtype=float))
 
 
-def power_law_loads(tokens: int, topk: int, experts: int, alpha: float) -> np.ndarray:
-    """The expected per-expert loads (hottest first) of aiconfigurator's power-law routing."""
+def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
+                    draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+    """The measured rank's expert loads under aiconfigurator's power-law routing, `draws` seeded draws of
+    its generator: per-expert counts drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2]
+    when tokens * topk <= E), scaled to tokens * topk and rounded, the rounding's remainder added to the
+    largest counts first (taken from the smallest), and the EP group with the largest sum measured."""
+    rng = np.random.default_rng(0)
     a = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
     hi = max(hi, lo * (1 + 1e-9))
-    u = 1 - (np.arange(experts) + 0.5) / experts  # the hottest expert at the top quantile
-    x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
-    return np.round(x / x.sum() * a)
+    out = []
+    for _ in range(draws):
+        u = rng.random(experts)
+        x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+        n = np.round(x / x.sum() * a)
+        delta = int(a - n.sum())
+        order = np.argsort(-n, kind="stable")
+        if delta > 0:
+            np.add.at(n, order[np.arange(delta) % experts], 1)
+        elif delta < 0:
+            positive = order[n[order] > 0][::-1]
+            np.add.at(n, positive[np.arange(-delta) % len(positive)], -1)
+        groups = n.reshape(ep, -1) if experts % ep == 0 else n[None, :]
+        out.append(groups[int(np.argmax(groups.sum(axis=1)))])
+    return out
 
 
 def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str) -> np.ndarray:
     """Token counts of the measured rank's experts (rank 0 of ep), each active expert one entry."""
     local = max(experts // ep, 1)
     a = tokens * topk
-    if distribution.startswith("power_law"):
-        loads = power_law_loads(tokens, topk, experts, float(distribution.rsplit("_", 1)[1]))
-        # rank 0 holds the hottest expert and, NB, an evenly strided share of the rest
-        mine = np.concatenate([loads[:1], loads[1:][::ep][: local - 1]])
-        return mine[mine > 0]
+    if distribution.startswith("power_law"):  # NB: the draws' mean load profile (layer_work averages)
+        draws = power_law_loads(tokens, topk, experts, float(distribution.rsplit("_", 1)[1]), ep)
+        return [d[d > 0] for d in draws]
     if distribution == "balanced":
         active = min(experts, a)
         per = a / active
@@ -117,19 +133,23 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
-    loads = rank_loads(tokens, topk, experts, ep, distribution)
+    draws = rank_loads(tokens, topk, experts, ep, distribution)
+    draws = draws if isinstance(draws, list) else [draws]
+    row_tiles = float(np.mean([np.ceil(d / TILE_M).sum() for d in draws]))
+    active = float(np.mean([len(d) for d in draws]))
+    assignments = float(np.mean([d.sum() for d in draws]))
     # the bound's rank: at least its mean share of the assignments (the measured rank holds the heaviest
     # group), in as few experts as one (a skewed draw may pile them up): a floor any draw stays above
-    floor_a = min(float(loads.sum()), tokens * topk / ep) if distribution.startswith("power_law") else None
-    return {"row_tiles": float(np.ceil(loads / TILE_M).sum()), "assignments": float(loads.sum()),
-            "bound_assignments": float(loads.sum()) if floor_a is None else floor_a,
-            "bound_active": float(len(loads)) if floor_a is None else float(min(len(loads), 1)),
+    floor_a = min(assignments, tokens * topk / ep) if distribution.startswith("power_law") else None
+    return {"row_tiles": row_tiles, "assignments": assignments,
+            "bound_assignments": assignments if floor_a is None else floor_a,
+            "bound_active": active if floor_a is None else float(min(active, 1)),
             "n1": (mats - 1) * inter_l, "k1": hidden, "n2": hidden, "k2": inter_l, "wbytes": wbytes,
             "mats": mats, "hidden": hidden, "inter_l": inter_l, "tokens": tokens,
             # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
-            "rows": float(loads.sum() * hidden * 2 * 2),
+            "rows": assignments * hidden * 2 * 2,
             "io": float(tokens * hidden * 2 * 2),  # the layer's input read and output written (bf16)
-            "mma": mma, "active": len(loads), "local": max(experts // ep, 1), "fused": float(fused_permute)}
+            "mma": mma, "active": active, "local": max(experts // ep, 1), "fused": float(fused_permute)}
 
 
 def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict):
