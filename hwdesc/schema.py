@@ -250,7 +250,8 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
-                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS, *MLA_MOE_KEYS), EFFICIENCY_KEYS)
+                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS, *MLA_MOE_KEYS),
+                         EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
     check_efficiency_ranges(v, efficiency)
@@ -286,7 +287,8 @@ def check_efficiency_ranges(v: Validator, efficiency: Mapping[str, float],
                             group: str = "efficiency") -> None:
     """Fractions in (0, 1], times under MAX_MIN_KERNEL_S, for the constants `efficiency` gives."""
     fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS, *MLA_MOE_FRACTIONS)
-    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS, *MLA_MOE_SECONDS)
+    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS,
+               *MLA_MOE_SECONDS)
     for key in (k for k in fractions if k in efficiency):
         if efficiency[key] > 1:
             raise v.fail(f"{group}.{key}", f"must be in (0, 1], got {efficiency[key]!r}")

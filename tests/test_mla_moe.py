@@ -3,7 +3,6 @@ numbers, and a DeepSeek-style decode lowering its attention to the MLA tensor-co
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import hwdesc
@@ -51,8 +50,8 @@ def test_moe_layer_work_by_hand():
 
 
 def test_grouped_gemm_by_hand():
-    eff = {"moe_tensor": 0.5, "moe_dram": 0.5, "moe_cta_stream": 2.0, "moe_gemm_s": 1e-6, "moe_expert_s": 1e-7,
-           "moe_overlap": 1.0}
+    eff = {"moe_tensor": 0.5, "moe_dram": 0.5, "moe_cta_stream": 2.0, "moe_gemm_s": 1e-6,
+           "moe_expert_s": 1e-7, "moe_overlap": 1.0}
     # 2 active experts of 4, 2 row tiles, N = K = 256, 1-byte weights, 1e12 FLOP/s and 1e12 B/s, 100 SMs
     compute, memory, fixed, time = moe.grouped_gemm(2, 2, 4, 256, 256, 1.0, 1e12, 100, 1e12, eff)
     assert compute == pytest.approx(2 * 2 * 128 * 256 * 256 / (1e12 * 0.5))  # padded rows x N x K

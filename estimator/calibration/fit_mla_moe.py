@@ -50,9 +50,10 @@ def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
     n = len(rows["t"])
     idx = np.sort(np.random.default_rng(seed).choice(n, min(MOE_SAMPLE, n), replace=False))
     rows = {k: v[idx] for k, v in rows.items()}
-    work = [moe.layer_work(int(rows["num_tokens"][j]), int(rows["hidden_size"][j]), int(rows["inter_size"][j]),
-                           int(rows["topk"][j]), int(rows["num_experts"][j]), int(rows["moe_tp_size"][j]),
-                           int(rows["moe_ep_size"][j]), str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
+    work = [moe.layer_work(int(rows["num_tokens"][j]), int(rows["hidden_size"][j]),
+                           int(rows["inter_size"][j]), int(rows["topk"][j]), int(rows["num_experts"][j]),
+                           int(rows["moe_tp_size"][j]), int(rows["moe_ep_size"][j]),
+                           str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
                            rows["kernel_source"][j] != "moe_torch_flow_nongated", sm_count,
                            rows["kernel_source"][j] == "moe_torch_flow_min_latency")
             for j in range(len(idx))]
@@ -79,7 +80,8 @@ def mla_generation(rows: dict, hw, eff: dict) -> np.ndarray:
     for width in (1.0, 2.0):  # the MMA dtype is per cache dtype
         m = kvb == width
         q = 1.0 if width == 1.0 and mla.quantizes_query(hw.family) else 2.0
-        out[m] = append + mla.decode_time(b[m], h[m], s[m], 576, 512, q, width, dram[m], hw.sm_count, hw.dram_bytes_per_s,
+        out[m] = append + mla.decode_time(b[m], h[m], s[m], 576, 512, q, width, dram[m], hw.sm_count,
+                                          hw.dram_bytes_per_s,
                                  peaks, eff, k).time
     return out
 
@@ -100,7 +102,7 @@ def fit(table: str, data: Path, arch: str, seed: int = 0) -> tuple[dict, dict]:
     grid = GRIDS[table]
     best = None
     for values in itertools.product(*grid.values()):
-        eff = {**dict(hw.efficiency), **dict(zip(grid, values))}
+        eff = {**dict(hw.efficiency), **dict(zip(grid, values, strict=True))}
         err = np.abs(PRICE[table](rows, hw, eff) - rows["t"]) / rows["t"]
         s = score(err[half])
         if best is None or s < best[0]:
@@ -108,7 +110,8 @@ def fit(table: str, data: Path, arch: str, seed: int = 0) -> tuple[dict, dict]:
     _, eff, err = best
     check = err[~half]
     return ({k: eff[k] for k in grid},
-            {"fit_rows": int(half.sum()), "check_rows": int((~half).sum()), "check_median": float(np.median(check)),
+            {"fit_rows": int(half.sum()), "check_rows": int((~half).sum()),
+             "check_median": float(np.median(check)),
              "check_p90": float(np.percentile(check, 90))})
 
 

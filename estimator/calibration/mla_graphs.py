@@ -34,7 +34,8 @@ def mla_context(b, s, h, fp8: bool = False) -> onnx.ModelProto:
     caller re-types qq, kq, vq and the cache to fp8)."""
     info = helper.make_tensor_value_info
     qk = NOPE + ROPE
-    inputs = [info("q", BF16, [b, h, s, qk]), info("k", BF16, [b, h, s, qk]), info("v", BF16, [b, h, s, V_DIM]),
+    inputs = [info("q", BF16, [b, h, s, qk]), info("k", BF16, [b, h, s, qk]),
+              info("v", BF16, [b, h, s, V_DIM]),
               info("latent", BF16, [b, 1, s, KV_LORA + ROPE]),
               info("cos", BF16, [b, s, ROPE // 2]), info("sin", BF16, [b, s, ROPE // 2])]
     outputs = [info("y", BF16, [b, h, s, V_DIM]), info("cache", BF16, [b, 1, s, KV_LORA + ROPE])]
@@ -43,7 +44,8 @@ def mla_context(b, s, h, fp8: bool = False) -> onnx.ModelProto:
     qkv = ["q", "k", "v"]
     if fp8:
         inits.append(helper.make_tensor("qkv_scale", TensorProto.FLOAT, [], [1.0]))
-        nodes += [helper.make_node("QuantizeLinear", [t, "qkv_scale"], [t + "q"], name=f"quantize_{t}") for t in qkv]
+        nodes += [helper.make_node("QuantizeLinear", [t, "qkv_scale"], [t + "q"], name=f"quantize_{t}")
+                  for t in qkv]
         qkv = [t + "q" for t in qkv]
     nodes.append(helper.make_node("Attention", qkv, ["y"], name="attention", is_causal=1))
     return _model(nodes, inputs, outputs, inits)
@@ -52,7 +54,8 @@ def mla_context(b, s, h, fp8: bool = False) -> onnx.ModelProto:
 def mla_generation(b, step, h) -> onnx.ModelProto:
     info = helper.make_tensor_value_info
     d = KV_LORA + ROPE
-    inputs = [info("q", BF16, [b, h, 1, d]), info("past", BF16, [b, 1, step, d]), info("new", BF16, [b, 1, 1, d])]
+    inputs = [info("q", BF16, [b, h, 1, d]), info("past", BF16, [b, 1, step, d]),
+              info("new", BF16, [b, 1, 1, d])]
     # the present latent is an output, as a decoder's present cache: the append is done in place
     outputs = [info("y", BF16, [b, h, 1, KV_LORA]), info("latent", BF16, [b, 1, step + 1, d])]
     inits = [helper.make_tensor("scale", TensorProto.BFLOAT16, [], [1.0 / math.sqrt(NOPE + ROPE)]),
@@ -84,6 +87,7 @@ def mla_bmm(op: str, t, h, block_scaled: bool = False) -> onnx.ModelProto:
         return _model(nodes, inputs, outputs, [_external("w", [h, k, n])])
     inits = [_external("w", [h, k, n], TensorProto.FLOAT8E4M3FN),
              _external("x_scale", [h, t, k // 128], TensorProto.FLOAT)]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", axis=2, block_size=128),
+    nodes = [helper.make_node("QuantizeLinear", ["x", "x_scale"], ["xq"], name="quantize", axis=2,
+                              block_size=128),
              helper.make_node("MatMul", ["xq", "w"], ["y"], name="bmm")]
     return _model(nodes, inputs, outputs, inits)

@@ -41,9 +41,9 @@ from estimator.calibration import kernel_graphs, mla_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
 from estimator.errors import UserError
-from estimator.pricing import mla, moe
 from estimator.estimate import estimate
 from estimator.frontends.onnx_import import import_model
+from estimator.pricing import mla, moe
 from passes import DEFAULT_STRATEGY, pipeline_for
 
 # the GEMM tables are views of gemm.csv.gz by dtype: fp8 holds both fp8 kinds, fp8_block the block-scaled
@@ -125,7 +125,8 @@ def model_of(table: str, row: dict, quantize_query: bool = False, bmm_fp8: str =
 def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
                  bmm_fp8: str = "block_scaled") -> tuple:
     """An MLA table's row (mla_graphs.py): an fp8 cache re-types the cache (generation: the latent, and
-    the query where the family's kernel quantizes it, `quantize_query`: pricing/mla.py; context: Q, K, V and the cache: the FP8 FMHA); an fp8 BMM has
+    the query where the family's kernel quantizes it, `quantize_query`: pricing/mla.py; context: Q, K,
+    V and the cache: the FP8 FMHA); an fp8 BMM has
     fp8 activations (its weight is fp8 in the graph)."""
     if table == "mla_bmm":
         block = row["bmm_dtype"] == "fp8" and bmm_fp8 == "block_scaled"
@@ -176,7 +177,8 @@ def moe_price(row: dict, hw) -> tuple[float, float]:
     """A MoE layer row (moe.csv.gz) priced by estimator/pricing/moe.py with the descriptor's constants."""
     if not all(k in hw.efficiency for k in moe.MOE_KEYS):
         raise UserError(f"--tables moe: {hw.name} has no MoE constants ({', '.join(moe.MOE_KEYS)})")
-    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]), int(row["topk"]),
+    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]),
+                       int(row["topk"]),
                        int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
                        str(row["moe_dtype"]), str(row["distribution"]),
                        row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
@@ -252,7 +254,8 @@ def markdown(result: dict) -> str:
 
 ALL_TABLES = (*GEMM_TABLES, "context", "generation", *MLA_TABLES, "moe", *validate_comm.TABLES)
 TABLE_FILES = {**dict.fromkeys(GEMM_TABLES, "gemm.csv.gz"), "context": "context_attention.csv.gz",
-               "generation": "generation_attention.csv.gz", **MLA_TABLES, "moe": "moe.csv.gz", **validate_comm.TABLES}
+               "generation": "generation_attention.csv.gz", **MLA_TABLES, "moe": "moe.csv.gz",
+               **validate_comm.TABLES}
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ offsets, each expert's problem in the grouped GEMM's scheduler, its scales): the
 rows at hidden 7168 take 46, 54, 73, 115 us for 32, 64, 128, 256 local experts with the same weight
 bytes. A grouped GEMM streams its weights with ceil(rows / 128) x ceil(N / 128) CTAs; fewer CTAs than
 SMs / moe_cta_stream reach that share of the DRAM bandwidth (one CTA streams its weight tile at up to
-moe_cta_stream x its 1 / SMs share: an SM's own load path is wider than its share of DRAM's). Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
+moe_cta_stream x its 1 / SMs share: an SM's own load path is wider than its share of DRAM's).
+Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
 """
 
 from __future__ import annotations
@@ -125,7 +126,8 @@ def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dr
 
 
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
-               dtype: str, distribution: str, gated: bool, sm_count: int, fused_permute: bool = False) -> dict:
+               dtype: str, distribution: str, gated: bool, sm_count: int,
+               fused_permute: bool = False) -> dict:
     """`fused_permute`: the GEMMs gather and scatter the token rows themselves (TensorRT-LLM's
     min-latency MoE), so the rows move at the GEMMs' rate, not as a permute and a finalize of their own.
     The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token

@@ -413,8 +413,8 @@ def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str
     peaks = {d: hw.tensor_flops_per_s[d] for d in ("bf16", "fp8") if d in hw.tensor_flops_per_s}
     if "fp8" not in peaks:
         k = replace(k, fp8_mma=False)
-    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.q_bytes, a.kv_bytes, a.dram_bytes, hw.sm_count,
-                        hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
+    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.q_bytes, a.kv_bytes, a.dram_bytes,
+                        hw.sm_count, hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
     util = mma_flops / (t.time * peaks[t.mma_dtype]) if mma_flops is not None and unit[0] == TENSOR else None
     return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, t.fixed,
                  res)
@@ -449,12 +449,13 @@ def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> T
     weights = active * n * k * wbytes
     act = sm.maximum(kernel.work.dram_bytes - weights, 0)
     peak = unit_peak(hw, *unit)
-    compute, memory, fixed, time = moe.grouped_gemm(row_tiles, active, experts, n, k, wbytes, peak, hw.sm_count,
-                                                    hw.dram_bytes_per_s, dict(hw.efficiency), out_bytes=act)
+    compute, memory, fixed, time = moe.grouped_gemm(row_tiles, active, experts, n, k, wbytes, peak,
+                                                    hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency),
+                                                    out_bytes=act)
     util = kernel.work.flops[unit] / (time * peak)
     ctas = row_tiles * sm.ceil_div(n, moe.TILE_N)
-    return _plan("gemm", f"grouped {moe.TILE_M}x{moe.TILE_N} moe", ctas, None, None, util, time, compute, memory,
-                 fixed, res)
+    return _plan("gemm", f"grouped {moe.TILE_M}x{moe.TILE_N} moe", ctas, None, None, util, time, compute,
+                 memory, fixed, res)
 
 
 # ---- everything else -------------------------------------------------------------------------------
