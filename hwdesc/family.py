@@ -37,6 +37,7 @@ from hwdesc.schema import (
     CPU_FAMILY,
     EFFICIENCY_KEYS,
     FIGURE_KEYS,
+    MLA_MOE_KEYS,
     OPTIONAL_EFFICIENCY_KEYS,
     OWN_KEYS,
     SCHEMA_VERSION,
@@ -50,7 +51,7 @@ FAMILIES_FOLDER = "families"
 OVERRIDES = "efficiency_overrides"
 FIT_KEYS = ("fitted_on", "command")  # a fit's provenance, family files only
 EFFICIENCY_ALLOWED = (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS, *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS,
-                      *OWN_KEYS)
+                      *OWN_KEYS, *MLA_MOE_KEYS)
 _TOP_KEYS = frozenset({"schema_version", "family", "inherits", "collectives", "efficiency"})
 _INHERITS_KEYS = frozenset({"family", "except", "source"})
 

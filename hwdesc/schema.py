@@ -55,6 +55,14 @@ TILE_FRACTIONS = ("l2", "l2_resident", "softmax_overlap", "attention_l2", *DTYPE
 # (estimator/pricing/attention.py DEQUANT_OPS, its count, where absent).
 TILE_COUNTS = ("attention_dequant_ops",)
 TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
+# Optional: the MLA and MoE kernels' fitted constants (estimator/pricing/mla.py, moe.py); a family without
+# them prices those kernels as any attention or stream.
+MLA_MOE_FRACTIONS = ("mla_overlap", "mla_tensor", "mla_dram", "moe_tensor", "moe_dram", "moe_overlap",
+                     "moe_rows")
+MLA_MOE_SECONDS = ("mla_decode_s", "mla_decode_seq_s", "mla_decode_row_s", "moe_fixed_s", "moe_gemm_s",
+                   "moe_expert_s")
+MLA_MOE_COUNTS = ("moe_cta_stream",)  # a CTA's weight stream over its 1 / SMs share of DRAM (>= 1)
+MLA_MOE_KEYS = (*MLA_MOE_FRACTIONS, *MLA_MOE_SECONDS, *MLA_MOE_COUNTS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel
 # (hwdesc/tiles/hopper.yaml `block_scaled.pick`, estimator/pricing/gemm.py): a k-step's cost per padded row
 # of its partial M tile and per CTA on it, a k-step's extra for a tile straddling two weight-scale blocks
@@ -250,7 +258,8 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
     tensor = v.group(raw, "tensor_flops_per_s", TENSOR_DTYPES, (), allow_empty=family == CPU_FAMILY)
     cuda = v.group(raw, "cuda_flops_per_s", CUDA_DTYPES, CUDA_DTYPES)
     efficiency = v.group(raw, "efficiency", (*EFFICIENCY_KEYS, *OPTIONAL_EFFICIENCY_KEYS,
-                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS, *OWN_KEYS),
+                                             *TILE_EFFICIENCY_KEYS, *BLOCK_KERNEL_KEYS, *OWN_KEYS,
+                                             *MLA_MOE_KEYS),
                          EFFICIENCY_KEYS)
     optional = {key: v.figure(raw[key], key) for key in OPTIONAL_FIGURES if key in raw}
     classes = _kernel_classes(v, raw[KERNEL_CLASSES]) if KERNEL_CLASSES in raw else {}
@@ -286,8 +295,10 @@ def validate(raw: Any, path: str, expected_name: str | None = None) -> HardwareD
 def check_efficiency_ranges(v: Validator, efficiency: Mapping[str, float],
                             group: str = "efficiency") -> None:
     """Fractions in (0, 1], times under MAX_MIN_KERNEL_S, for the constants `efficiency` gives."""
-    fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS, *OWN_FRACTIONS)
-    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS, *OWN_SECONDS)
+    fractions = (*EFFICIENCY_FRACTIONS, *TILE_FRACTIONS, *BLOCK_KERNEL_FRACTIONS, *OWN_FRACTIONS,
+                 *MLA_MOE_FRACTIONS)
+    seconds = ("min_kernel_s", *OPTIONAL_EFFICIENCY_KEYS, *TILE_SECONDS, *BLOCK_KERNEL_SECONDS, *OWN_SECONDS,
+               *MLA_MOE_SECONDS)
     for key in (k for k in fractions if k in efficiency):
         if efficiency[key] > 1:
             raise v.fail(f"{group}.{key}", f"must be in (0, 1], got {efficiency[key]!r}")

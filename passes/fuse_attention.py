@@ -265,6 +265,7 @@ def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Grou
         "dv": v.shape[-1],
         "causal": causal,
         "dtype": q.dtype,
+        "kv_dtype": kt.dtype,  # the cache's (MLA: an fp8 latent under a bf16 query, pricing/mla.py)
         "kv_group": kv_group(graph, (kt, v), (absorbed[qk.inputs[1]], absorbed[pv.inputs[1]])),
         "window": -1 if window is None else window,
         "kv_batch_heads": kv_bh,  # K/V heads (x batch) the kernel reads: grouped-query / MLA sharing

@@ -12,7 +12,7 @@ import yaml
 import hwdesc
 from estimator.pricing.menu import menu_for
 from hwdesc import HardwareDescriptor, HwdescError
-from hwdesc.schema import BLOCK_KERNEL_KEYS, OWN_KEYS, TILE_EFFICIENCY_KEYS
+from hwdesc.schema import BLOCK_KERNEL_KEYS, MLA_MOE_KEYS, OWN_KEYS, TILE_EFFICIENCY_KEYS
 
 BUNDLED = ["a100", "b200", "b300", "gb200", "h100-pcie", "h100-sxm", "h200", "rtx-5090", "rtx-pro-6000"]
 
@@ -65,15 +65,17 @@ def test_bundled_file_loads_and_passes_schema(arch):
     assert hw.path == f"hwdesc/{arch}.yaml"
     assert set(hw.cuda_flops_per_s) == {"fp32", "fp16", "fp64"}
     # the roofline's five constants plus the tile model's (estimator/tiling, fitted by estimate calibrate),
-    # and a library-picked block-scaled kernel's own where the family's menu has one (Hopper)
+    # and a library-picked block-scaled kernel's own where the family's menu has one (Hopper), and the
+    # MLA / MoE kernels' (estimator/pricing/mla.py) on the families that fit them and those inheriting theirs
     picked = menu_for(hw.family).block_scaled is not None and bool(menu_for(hw.family).block_scaled.pick)
     # (and datacenter Blackwell's own: its NVFP4 kernel's and attention's DRAM fraction; its block-scaled
     # MMA takes the scales, so it has no promotion fraction `block_scale`)
     scaled = menu_for(hw.family).block_scaled
     own = set(OWN_KEYS) if hw.family == "blackwell" else set()
     promotes = {"block_scale"} if scaled is None or scaled.promote else set()
+    mla_moe = MLA_MOE_KEYS if hw.family in ("hopper", "blackwell", "ampere", "blackwell-rtx") else ()
     assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s", *TILE_EFFICIENCY_KEYS,
-                                  *(BLOCK_KERNEL_KEYS if picked else ()), *own} - ({"block_scale"} - promotes)
+                                  *(BLOCK_KERNEL_KEYS if picked else ()), *own, *mla_moe} - ({"block_scale"} - promotes)
     assert hw.l2_bytes_per_s is not None  # the tile model's L2 bandwidth
     assert "bf16" in hw.tensor_flops_per_s  # every bundled GPU has BF16 tensor cores
     # every figure has a source: 8 scalars + l2_bytes_per_s + the tensor dtypes + 3 CUDA dtypes + every

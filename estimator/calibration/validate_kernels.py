@@ -1,7 +1,8 @@
 """Validate the estimator on measured kernel tables: bound violations and estimate error per regime.
 
     estimate validate kernels --data ../shared/calibration/h100_sxm [--arch h100-sxm] [--warm-inputs]
-                              [--tables gemm,fp8,fp8_block,context,generation,nccl,allreduce,...]
+                              [--tables gemm,fp8,fp8_block,nvfp4,context,generation,mla_context,
+                                        mla_generation,mla_bmm,moe,nccl,allreduce,...]
                               [--sample N] [--json OUT] [--markdown]
 
 Without --tables, every table of the registry (TABLES, `register`) whose file the folder holds.
@@ -49,12 +50,13 @@ from onnx import TensorProto, helper
 
 import hwdesc
 from estimator import jsonout
-from estimator.calibration import kernel_graphs, validate_comm
+from estimator.calibration import kernel_graphs, mla_graphs, validate_comm
 from estimator.calibration.markdown import pct, table
 from estimator.calibration.tables import check_data, read_table, select
 from estimator.errors import UserError
 from estimator.estimate import estimate, lowered_graph
 from estimator.frontends.onnx_import import import_model
+from estimator.pricing import mla, moe
 from estimator.study.sweep import Compiled
 from passes import DEFAULT_STRATEGY, pipeline_for
 
@@ -62,6 +64,9 @@ from passes import DEFAULT_STRATEGY, pipeline_for
 # rows alone
 GEMM_TABLES = {"gemm": lambda d: d == "bfloat16", "fp8": lambda d: (d == "fp8") | (d == "fp8_block"),
                "fp8_block": lambda d: d == "fp8_block", "nvfp4": lambda d: d == "nvfp4"}
+# TensorRT-LLM's MLA op tables (mla_graphs.py) and the MoE layer table (pricing/moe.py)
+MLA_TABLES = {"mla_context": "mla_context.csv.gz", "mla_generation": "mla_generation.csv.gz",
+              "mla_bmm": "mla_bmm.csv.gz"}
 NOISE = 0.03  # a violation within 3% of the bound is measurement noise (clock boost, timer resolution)
 
 
@@ -110,10 +115,14 @@ def rows_of(data: Path, table: str) -> dict:
     if table in GEMM_TABLES:
         rows = read_table(data / "gemm.csv.gz")
         return select(rows, GEMM_TABLES[table](rows["dtype"]))
+    if table in MLA_TABLES:
+        return read_table(data / MLA_TABLES[table])
+    if table == "moe":
+        return read_table(data / "moe.csv.gz")
     return read_table(data / f"{table}_attention.csv.gz")
 
 
-def model_of(table: str, row: dict) -> tuple:
+def model_of(table: str, row: dict, quantize_query: bool = False, bmm_fp8: str = "block_scaled") -> tuple:
     """(model, {tensor: dtype to re-type to}, names of the warm inputs or True)."""
     i = {k: int(v) for k, v in row.items() if isinstance(v, (float, np.floating)) and k != "t"}
     if table == "gemm":
@@ -125,6 +134,8 @@ def model_of(table: str, row: dict) -> tuple:
     if table == "nvfp4":
         model, retype = kernel_graphs.nvfp4_gemm(i["m"], i["n"], i["k"])
         return model, retype, True
+    if table in MLA_TABLES:
+        return mla_model_of(table, row, i, quantize_query, bmm_fp8)
     names = kernel_graphs.fp8_tensors(table, str(row["attn_dtype"]), str(row["kv_cache_dtype"]))
     retype = dict.fromkeys(names, "fp8e4m3")
     if table == "context":
@@ -136,7 +147,37 @@ def model_of(table: str, row: dict) -> tuple:
     return model, retype, ("q", "k", "v")  # the KV cache is not warm in these benchmarks
 
 
+def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
+                 bmm_fp8: str = "block_scaled") -> tuple:
+    """An MLA table's row (mla_graphs.py): an fp8 cache re-types the cache (generation: the latent, and
+    the query where the family's kernel quantizes it, `quantize_query`: pricing/mla.py; context: Q, K,
+    V and the cache: the FP8 FMHA); an fp8 BMM has
+    fp8 activations (its weight is fp8 in the graph)."""
+    if table == "mla_bmm":
+        block = row["bmm_dtype"] == "fp8" and bmm_fp8 == "block_scaled"
+        model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], block)
+        return model, ({"xq": "fp8e4m3"} if block else {}), ("x",)
+    fp8 = row["kv_cache_dtype"] == "fp8"
+    if table == "mla_context":
+        model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"], fp8)
+        return model, (dict.fromkeys(("qq", "kq", "vq", "cache"), "fp8e4m3") if fp8 else {}), True
+    model = mla_graphs.mla_generation(i["batch_size"], i["step"], i["num_heads"])
+    names = ("past", "new", "latent", "kt", "values") + (("q",) if quantize_query else ())
+    return model, (dict.fromkeys(names, "fp8e4m3") if fp8 else {}), ("q",)
+
+
 def regimes(table: str, rows: dict) -> list[tuple[str, np.ndarray]]:
+    if table == "moe":
+        t = rows["num_tokens"]
+        dists = [(str(d), rows["distribution"] == d) for d in np.unique(rows["distribution"])]
+        return [*dists, ("tokens <= 128", t <= 128), ("tokens > 128", t > 128)]
+    if table in MLA_TABLES:
+        if table == "mla_bmm":
+            return [(f"{o} {d}", (rows["op_name"] == o) & (rows["bmm_dtype"] == d))
+                    for o in np.unique(rows["op_name"]) for d in np.unique(rows["bmm_dtype"])]
+        heads = rows["num_heads"]
+        kv = [(f"kv {d}", rows["kv_cache_dtype"] == d) for d in np.unique(rows["kv_cache_dtype"])]
+        return [*kv, ("heads < 64", heads < 64), ("heads >= 64", heads >= 64)]
     if table in ("gemm", "fp8_block", "nvfp4"):
         m = rows["m"]
         return [("m <= 64", m <= 64), ("64 < m <= 1024", (m > 64) & (m <= 1024)), ("m > 1024", m > 1024)]
@@ -155,6 +196,29 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
             "median_signed": float(np.median((est - meas) / meas)),
             "violations": int(np.sum(ratio < 1)), "violations_beyond_noise": int(np.sum(ratio < 1 - NOISE)),
             "worst_measured_over_bound": float(ratio.min())}
+
+
+def moe_price(row: dict, hw) -> tuple[float, float]:
+    """A MoE layer row (moe.csv.gz) priced by estimator/pricing/moe.py with the descriptor's constants."""
+    if not all(k in hw.efficiency for k in moe.MOE_KEYS):
+        raise UserError(f"--tables moe: {hw.name} has no MoE constants ({', '.join(moe.MOE_KEYS)})")
+    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]),
+                       int(row["topk"]),
+                       int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
+                       str(row["moe_dtype"]), str(row["distribution"]),
+                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
+                       row["kernel_source"] == "moe_torch_flow_min_latency")
+    peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+    bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
+    return float(bound), float(est)
+
+
+def _mla_row(table: str, row: dict, hw, warm: bool) -> tuple[float, float]:
+    model, retype, warm_names = model_of(table, row, mla.quantizes_query(hw.family),
+                                         mla.bmm_fp8_kind(hw.family))
+    # the absorbed BMMs' activation is the previous op's output, resident in L2 when it fits (the MLA
+    # tables' collector rotates weights only): warm whatever --warm-inputs says
+    return price(model, hw, retype, warm_names if warm or table == "mla_bmm" else False)
 
 
 # ---- the table registry -------------------------------------------------------------------------------
@@ -319,6 +383,12 @@ for _name, _file in validate_comm.TABLES.items():  # collectives: validate_comm.
                        lambda r, t=_name: validate_comm.regimes(t, r),
                        row_by_row(lambda row, t=_name: validate_comm.key_of(t, row),
                                   lambda row, hw, warm, t=_name: validate_comm.price(t, row, hw))))
+
+for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py), each row estimated alone
+    register(TableSpec(_name, _file, lambda d, t=_name: rows_of(d, t), lambda r, t=_name: regimes(t, r),
+                       row_by_row(_kernel_key, lambda row, hw, warm, t=_name: _mla_row(t, row, hw, warm))))
+register(TableSpec("moe", "moe.csv.gz", lambda d: rows_of(d, "moe"), lambda r: regimes("moe", r),
+                   row_by_row(_kernel_key, lambda row, hw, warm: moe_price(row, hw))))
 
 
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict | None:

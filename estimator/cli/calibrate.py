@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--fp8", action="store_true", help="fit only the fp8 constants on the fp8 GEMM rows")
     stage.add_argument("--comm", action="store_true",
                        help="fit the collective constants on nccl.csv.gz and custom_allreduce.csv.gz")
+    stage.add_argument("--mla-moe", choices=("mla_generation", "moe"), metavar="TABLE",
+                       help="fit the MLA decode (mla_generation) or MoE layer (moe) constants on a "
+                            "seeded half of that table, checked on the other half (printed; written by hand)")
     stage.add_argument("--host", nargs="?", const="", metavar="PATH",
                        help="measure this machine into a descriptor YAML (default: the user cache, where "
                             "`--arch host` reads it)")
@@ -74,6 +77,11 @@ def run(argv: list[str]) -> int:
         raise UserError("estimate calibrate: --sample and --fp8-sample must be at least 1")
     if args.host is not None:
         return calibrate_host(args.host or None, args.quick)
+    if args.mla_moe:
+        from estimator.calibration import fit_mla_moe
+
+        return fit_mla_moe.main(["--data", str(args.data), "--arch", args.arch, "--table", args.mla_moe,
+                                 "--seed", str(args.seed)])
     if args.comm:
         from estimator.calibration import fit_comm
 

@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "kernels":
             q.add_argument("--tables", default="",
                            help="comma list of the tables to run (gemm, fp8, fp8_block, nvfp4, context, "
-                                "generation, nccl, allreduce, ...; default: every table whose file --data "
-                                "holds)")
+                                "generation, mla_context, mla_generation, mla_bmm, moe, nccl, allreduce; "
+                                "default: every table whose file --data holds)")
             q.add_argument("--warm-inputs", action="store_true",
                            help="activations start resident in L2 (the benchmarks rotate weights only)")
         q.add_argument("--sample", type=int, default=0, help="rows per table (0: every row)")

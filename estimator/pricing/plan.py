@@ -30,13 +30,14 @@ import numpy as np
 import sympy
 
 from estimator import symmath as sm
-from estimator.cost.registry import ALU, CUDA, TENSOR, Work
+from estimator.cost.moe import expected_active_experts
+from estimator.cost.registry import ALU, CUDA, TENSOR, Work, traffic
 from estimator.dtypes import itemsize
 from estimator.ir import Graph
 from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
 from estimator.pricing import gemm as gemm_model
-from estimator.pricing import memo, quant
+from estimator.pricing import memo, mla, moe, quant
 from estimator.pricing.compiled import SassPlan, for_kernel
 from estimator.pricing.l2 import effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for
@@ -145,6 +146,10 @@ def alike_signature(graph: Graph, kernel) -> Hashable:
 
 def plan_kernel(graph: Graph, kernel, hw: HardwareDescriptor, hwp: gemm_model.Hw, menu: FamilyMenu,
                 res: Residency, compiled: SassPlan | None = None) -> TilePlan:
+    if kernel.kind == "moe":  # a grouped GEMM over the active experts (estimator/pricing/moe.py)
+        plan = _moe_plan(graph, kernel, hw, res)
+        if plan is not None:
+            return plan
     return plan_problem(lambda: gemm_of_kernel(graph, kernel), lambda: attention_of_kernel(graph, kernel),
                         lambda: quant.block_quant_rounds(graph, kernel, hw.sm_count,
                                                          menu.block_quant_warps_per_sm),
@@ -406,7 +411,12 @@ def _attention_plan(found, work: Work, hw: HardwareDescriptor, hwp: gemm_model.H
 
 def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
                    hwp: gemm_model.Hw, menu: FamilyMenu, res: Residency) -> TilePlan:
-    """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type."""
+    """The plan of the tile model's attention `a` (one kind: prefill or decode) on any number type; a
+    latent (MLA) decode runs the family's MLA kernel (estimator/pricing/mla.py)."""
+    if a.decode and mla.is_latent(a.kv_heads, a.dk, a.dv):
+        k = mla.decode_kernel(menu.family, hw.efficiency)
+        if k is not None:
+            return _mla_decode_plan(a, k, unit, mma_flops, hw, res)
     best = choose(a, lambda p: attn_model.candidates(p, menu, hwp),
                   lambda c: attn_model.candidate(a, menu, hwp, c))
     eff = hw.efficiency
@@ -426,6 +436,56 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
 
 def _is_false(x: Any) -> bool:
     return not isinstance(x, np.ndarray) and not x
+
+
+def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str, str] | None, mma_flops: Any,
+                     hw: HardwareDescriptor, res: Residency) -> TilePlan:
+    peaks = {d: hw.tensor_flops_per_s[d] for d in ("bf16", "fp8") if d in hw.tensor_flops_per_s}
+    if "fp8" not in peaks:
+        k = replace(k, fp8_mma=False)
+    t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.q_bytes, a.kv_bytes, a.dram_bytes,
+                        hw.sm_count, hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
+    util = mma_flops / (t.time * peaks[t.mma_dtype]) if mma_flops is not None and unit[0] == TENSOR else None
+    return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, t.fixed,
+                 res)
+
+
+# ---- MoE ------------------------------------------------------------------------------------------
+
+def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> TilePlan | None:
+    """A fused grouped-GEMM MoE kernel (passes/fuse_moe.py) priced by moe.grouped_gemm: tokens x top_k
+    routed rows over the expected active experts (uniform routing, estimator/cost/moe.py), spread evenly
+    over them and padded to the 128-row tile; every local expert pays its bookkeeping. None (the
+    streaming model) when the routing is unknown, the family's engine kernel is not listed
+    (estimator/pricing/mla_moe.yaml) or the descriptor has no MoE constants. Symbolic in
+    the free dims, so sweeps evaluate the same formula."""
+    info = graph.node(kernel.name).attrs.get("moe")
+    unit = _mma_unit(kernel.work)
+    if (not info or info.get("top_k") is None or unit is None or unit[0] != TENSOR
+            or not mla.family_kernels(hw.family).get("moe_grouped_gemm")
+            or not all(k in hw.efficiency for k in moe.MOE_KEYS)):
+        return None
+    node = graph.node(kernel.name)
+    w = graph.tensors.get(info["weights"][0])
+    out = graph.tensors.get(node.outputs[0]) if node.outputs else None
+    if w is None or out is None or w.shape is None or out.shape is None or len(w.shape) != 3:
+        return None
+    experts, top_k, tokens = (sympy.sympify(info[k]) for k in ("experts", "top_k", "tokens"))
+    n = out.shape[-1]
+    k = w.numel / (w.shape[0] * n)
+    wbytes = traffic(w) / w.numel
+    active = expected_active_experts(experts, top_k, tokens)
+    row_tiles = active * sm.ceil(tokens * top_k / (active * moe.TILE_M))
+    weights = active * n * k * wbytes
+    act = sm.maximum(kernel.work.dram_bytes - weights, 0)
+    peak = unit_peak(hw, *unit)
+    compute, memory, fixed, time = moe.grouped_gemm(row_tiles, active, experts, n, k, wbytes, peak,
+                                                    hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency),
+                                                    out_bytes=act)
+    util = kernel.work.flops[unit] / (time * peak)
+    ctas = row_tiles * sm.ceil_div(n, moe.TILE_N)
+    return _plan("gemm", f"grouped {moe.TILE_M}x{moe.TILE_N} moe", ctas, None, None, util, time, compute,
+                 memory, fixed, res)
 
 
 # ---- everything else -------------------------------------------------------------------------------

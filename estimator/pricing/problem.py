@@ -148,7 +148,10 @@ def attention_of_kernel(graph: Graph, kernel) -> tuple[Core, float, float] | Non
     try:
         if info is not None:  # Q, K and V of a fused pattern share the math dtype
             core = core_of(info)
-            return core, float(itemsize(core.dtype)), float(itemsize(core.dtype))
+            kv = core.dtype
+            if core.kv_heads == 1 and sympy.sympify(core.dk - core.dv).is_positive:
+                kv = info.get("kv_dtype", kv)  # a latent (MLA) cache: its own (pricing/mla.py)
+            return core, float(itemsize(core.dtype)), float(itemsize(kv))
         if node.body or kernel.kind != "attention":
             return None
         view = op_view(graph, node)

@@ -1,0 +1,179 @@
+"""A MoE layer's experts on one GPU of a moe_tp x moe_ep group, as TensorRT-LLM's fused MoE runs them:
+routing (top-k), a grouped GEMM over the ACTIVE local experts (fc1: gate and up, SwiGLU fused into its
+epilogue), and the second grouped GEMM (fc2), with the token permute / unpermute around them.
+
+Active experts. `tokens * topk` assignments land on `experts` experts; the GPU holds experts / ep of them,
+each with inter / tp of its intermediate width. A grouped GEMM reads the weights of an expert only when at
+least one token routes there, so at decode (few assignments) the layer reads far fewer bytes than all its
+experts:
+- uniform (random) routing: E[distinct experts hit] = E * (1 - (1 - topk/E)^tokens) (each token's top-k
+  a uniform draw of distinct experts; estimator/cost/moe.py expected_active_experts)
+- balanced (the benchmark's `balanced`: token i's j-th expert is (i + j * ceil(E / topk)) mod E, a
+  stride): min(E, tokens * topk) distinct experts, each with the same load
+- power_law_<alpha> (aiconfigurator's collector): per-expert loads drawn i.i.d. from a power law on [1,
+  0.8 * tokens] (on [0.01, 2] when tokens * topk <= E) with exponent alpha, scaled to tokens * topk and
+  rounded, the EP group with the largest load swapped onto the measured rank (rank 0). Priced with the
+  mean over POWER_LAW_DRAWS seeded draws of that generator (power_law_loads).
+The rank's time is its own experts' (the measured GPU, rank 0): with ep > 1 its share of the loads.
+
+Per active expert with n tokens, its GEMMs pad the token rows to the grouped GEMM's tile M (`tile_m`):
+    flops   = 2 * (gated ? 3 : 2) * hidden * inter_l * ceil(n / tile_m) * tile_m
+    weights = (gated ? 3 : 2) * hidden * inter_l * weight bytes (+ block scales)
+    estimate = moe_fixed_s + max(flops / (peak * moe_tensor), (weights + activations) / (BW * moe_dram))
+               + (1 - moe_overlap) * min(...)
+The permute (a gather of each assignment's token row) and the finalize (the weighted scatter-reduce of
+the expert outputs) are kernels of their own before and after the GEMMs, at `moe_rows` of the DRAM
+bandwidth (row-granular gathers; the H100 table's 16K-token rows keep ~2-5 ms at hidden 4096, top-8,
+whatever moe_tp: a cost per assignment that TP does not split):  + rows_bytes / (BW * moe_rows); the
+layer's input and output rows (every token, whichever rank holds its experts) stream at moe_dram.
+`moe_fixed_s`: the layer's kernels' launches and dependent phases (routing, permute, two GEMMs,
+finalize); `moe_expert_s` per LOCAL expert, active or not (the fused MoE's per-expert bookkeeping: expert
+offsets, each expert's problem in the grouped GEMM's scheduler, its scales): the H100 table's 1-token
+rows at hidden 7168 take 46, 54, 73, 115 us for 32, 64, 128, 256 local experts with the same weight
+bytes. A grouped GEMM streams its weights with ceil(rows / 128) x ceil(N / 128) CTAs; fewer CTAs than
+SMs / moe_cta_stream reach that share of the DRAM bandwidth (one CTA streams its weight tile at up to
+moe_cta_stream x its 1 / SMs share: an SM's own load path is wider than its share of DRAM's).
+Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from estimator import symmath as sm
+
+MOE_KEYS = ("moe_fixed_s", "moe_gemm_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s",
+            "moe_cta_stream", "moe_rows")
+TILE_M = 128
+TILE_N = 128
+POWER_LAW_DRAWS = 8  # seeded draws of the benchmark's power-law generator averaged per row
+# weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
+# scale byte per 32 (mx) or 16 (nv) elements
+DTYPES = {"bfloat16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8_block": (1.0 + 4 / 128 / 128, "fp8"),
+          "w4a16_mxfp4": (0.5 + 1 / 32, "bf16"), "w4a8_mxfp4_mxfp8": (0.5 + 1 / 32, "fp8"),
+          "nvfp4": (0.5 + 1 / 16, "fp4")}
+
+
+def active_uniform(tokens, topk, experts):
+    """Expected distinct experts hit when each of `tokens` tokens picks `topk` distinct experts of
+    `experts` uniformly: E * (1 - (1 - k/E)^T), as estimator/cost/moe.py expected_active_experts."""
+    e = np.asarray(experts, dtype=float)
+    return e * (1 - (1 - np.asarray(topk, dtype=float) / e) ** np.asarray(tokens, dtype=float))
+
+
+def active_balanced(assignments, experts):
+    return np.minimum(np.asarray(experts, dtype=float), np.asarray(assignments, dtype=float))
+
+
+def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
+                    draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+    """The measured rank's expert loads under aiconfigurator's power-law routing, `draws` seeded draws of
+    its generator: per-expert counts drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2]
+    when tokens * topk <= E), scaled to tokens * topk and rounded, the rounding's remainder added to the
+    largest counts first (taken from the smallest), and the EP group with the largest sum measured."""
+    rng = np.random.default_rng(0)
+    a = tokens * topk
+    lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
+    hi = max(hi, lo * (1 + 1e-9))
+    out = []
+    for _ in range(draws):
+        u = rng.random(experts)
+        x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+        n = np.round(x / x.sum() * a)
+        delta = int(a - n.sum())
+        order = np.argsort(-n, kind="stable")
+        if delta > 0:
+            np.add.at(n, order[np.arange(delta) % experts], 1)
+        elif delta < 0:
+            positive = order[n[order] > 0][::-1]
+            np.add.at(n, positive[np.arange(-delta) % len(positive)], -1)
+        groups = n.reshape(ep, -1) if experts % ep == 0 else n[None, :]
+        out.append(groups[int(np.argmax(groups.sum(axis=1)))])
+    return out
+
+
+def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str) -> np.ndarray:
+    """Token counts of the measured rank's experts (rank 0 of ep), each active expert one entry."""
+    local = max(experts // ep, 1)
+    a = tokens * topk
+    if distribution.startswith("power_law"):  # NB: the draws' mean load profile (layer_work averages)
+        draws = power_law_loads(tokens, topk, experts, float(distribution.rsplit("_", 1)[1]), ep)
+        return [d[d > 0] for d in draws]
+    if distribution == "balanced":
+        active = min(experts, a)
+        per = a / active
+        mine = int(round(active / ep)) if active < experts else local
+        return np.full(max(mine, 1), per)
+    active = float(active_uniform(tokens, topk, experts)) / ep
+    return np.full(max(int(round(active)), 1), a / ep / max(active, 1e-9))
+
+
+def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dram_bytes_per_s: float,
+                 eff: dict, out_bytes=0.0, in_bytes=0.0):
+    """(bound_s, estimate_s, compute_s, memory_s, fixed_s) of one grouped GEMM over the active experts:
+    `row_tiles` 128-row M tiles in all, `active` experts of `local`, each [n, k] with `wbytes` per
+    weight element; `in_bytes` / `out_bytes` its activations. Over any number type (estimator/symmath)."""
+    flops = 2 * row_tiles * TILE_M * n * k
+    weights = active * n * k * wbytes
+    ctas = row_tiles * sm.ceil_div(n, TILE_N)
+    fill = sm.minimum(1.0, eff["moe_cta_stream"] * sm.maximum(ctas, 1) / sm_count)
+    bw = dram_bytes_per_s * eff["moe_dram"]
+    compute = flops / (peak * eff["moe_tensor"])
+    memory = weights / (bw * fill) + (in_bytes + out_bytes) / bw
+    fixed = eff["moe_gemm_s"] + eff["moe_expert_s"] * local
+    est = fixed + sm.maximum(compute, memory) + (1 - eff["moe_overlap"]) * sm.minimum(compute, memory)
+    return compute, memory, fixed, est
+
+
+def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
+               dtype: str, distribution: str, gated: bool, sm_count: int,
+               fused_permute: bool = False) -> dict:
+    """`fused_permute`: the GEMMs gather and scatter the token rows themselves (TensorRT-LLM's
+    min-latency MoE), so the rows move at the GEMMs' rate, not as a permute and a finalize of their own.
+    The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token
+    rows moved by the permute and finalize, the MMA dtype, the active and the local experts."""
+    wbytes, mma = DTYPES[dtype]
+    inter_l = inter / tp
+    mats = 3 if gated else 2
+    draws = rank_loads(tokens, topk, experts, ep, distribution)
+    draws = draws if isinstance(draws, list) else [draws]
+    row_tiles = float(np.mean([np.ceil(d / TILE_M).sum() for d in draws]))
+    active = float(np.mean([len(d) for d in draws]))
+    assignments = float(np.mean([d.sum() for d in draws]))
+    # the bound's rank: at least its mean share of the assignments (the measured rank holds the heaviest
+    # group), in as few experts as one (a skewed draw may pile them up): a floor any draw stays above
+    # NB: the min-latency kernel's rows read fewer experts than a balanced routing hits (B200 table: 32
+    # tokens x top-8 of 256 in 0.40 ms, below the 0.71 ms of all 256 nvfp4 experts): its routing is not
+    # the collector's balanced one, so its bound takes the same floor
+    skewed = distribution.startswith("power_law") or fused_permute
+    floor_a = min(assignments, tokens * topk / ep) if skewed else None
+    return {"row_tiles": row_tiles, "assignments": assignments,
+            "bound_assignments": assignments if floor_a is None else floor_a,
+            "bound_active": active if floor_a is None else float(min(active, 1)),
+            "n1": (mats - 1) * inter_l, "k1": hidden, "n2": hidden, "k2": inter_l, "wbytes": wbytes,
+            "mats": mats, "hidden": hidden, "inter_l": inter_l, "tokens": tokens,
+            # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
+            "rows": assignments * hidden * 2 * 2,
+            "io": float(tokens * hidden * 2 * 2),  # the layer's input read and output written (bf16)
+            "mma": mma, "active": active, "local": max(experts // ep, 1), "fused": float(fused_permute)}
+
+
+def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict):
+    """(bound_s, estimate_s) of the layer (module docstring): routing, permute and finalize, then fc1
+    (SwiGLU in its epilogue) and fc2, each a grouped GEMM; elementwise over arrays of rows."""
+    a = w["assignments"]
+    fc1_out = a * w["inter_l"] * 2  # after SwiGLU (or the activation): inter_l wide, bf16
+    g1 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n1"], w["k1"], w["wbytes"], peak, sm_count,
+                      dram_bytes_per_s, eff, out_bytes=fc1_out)
+    g2 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n2"], w["k2"], w["wbytes"], peak, sm_count,
+                      dram_bytes_per_s, eff, in_bytes=fc1_out)
+    # the bound: the fewest FLOPs and bytes the rank's routing allows (layer_work bound_*)
+    ab = w["bound_assignments"]
+    flops_exact = 2 * ab * (w["n1"] * w["k1"] + w["n2"] * w["k2"])
+    nbytes = (w["bound_active"] * (w["n1"] * w["k1"] + w["n2"] * w["k2"]) * w["wbytes"]
+              + (2 * w["inter_l"] * 2 + w["hidden"] * 2 * 2) * ab + w["io"])
+    bound = np.maximum(flops_exact / peak, nbytes / dram_bytes_per_s)
+    rows_rate = np.where(w["fused"] > 0, eff["moe_dram"], eff["moe_rows"])
+    routing = (eff["moe_fixed_s"] + w["rows"] / (dram_bytes_per_s * rows_rate)
+               + w["io"] / (dram_bytes_per_s * eff["moe_dram"]))
+    return bound, routing + g1[3] + g2[3]
