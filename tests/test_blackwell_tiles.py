@@ -312,11 +312,11 @@ def test_streaming_kernels_floor_at_min_kernel_s():
     from estimator.pricing.plan import stream_time
 
     h100 = hwdesc.load("h100-sxm")
-    b200_fixed = stream_time({}, 4096, 0, B200)[2]
+    b200_fixed = stream_time({}, 4096, 0, B200)[3]
     assert B200.efficiency["launch_s"] + B200.efficiency["mem_latency_s"] == pytest.approx(2.047e-6)
     assert b200_fixed == B200.efficiency["min_kernel_s"] > 2.047e-6
     assert h100.efficiency["min_kernel_s"] == 2.5e-6
-    assert stream_time({}, 4096, 0, h100)[2] == pytest.approx(1.8e-6 + 8.3e-7)
+    assert stream_time({}, 4096, 0, h100)[3] == pytest.approx(1.8e-6 + 8.3e-7)
     # a bigger floor than the fixed part in the descriptor is the floor; none: the fixed part
     low = {**B200.efficiency, "min_kernel_s": 1e-6}
-    assert stream_time({}, 4096, 0, replace(B200, efficiency=low))[2] == pytest.approx(2.047e-6)
+    assert stream_time({}, 4096, 0, replace(B200, efficiency=low))[3] == pytest.approx(2.047e-6)

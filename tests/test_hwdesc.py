@@ -75,7 +75,8 @@ def test_bundled_file_loads_and_passes_schema(arch):
     promotes = {"block_scale"} if scaled is None or scaled.promote else set()
     mla_moe = MLA_MOE_KEYS if hw.family in ("hopper", "blackwell", "ampere", "blackwell-rtx") else ()
     assert set(hw.efficiency) == {"tensor", "cuda", "sfu", "dram", "min_kernel_s", *TILE_EFFICIENCY_KEYS,
-                                  *(BLOCK_KERNEL_KEYS if picked else ()), *own, *mla_moe} - ({"block_scale"} - promotes)
+                                  *(BLOCK_KERNEL_KEYS if picked else ()), *own, *mla_moe
+                                  } - ({"block_scale"} - promotes)
     assert hw.l2_bytes_per_s is not None  # the tile model's L2 bandwidth
     assert "bf16" in hw.tensor_flops_per_s  # every bundled GPU has BF16 tensor cores
     # every figure has a source: 8 scalars + l2_bytes_per_s + the tensor dtypes + 3 CUDA dtypes + every

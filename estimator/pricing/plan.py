@@ -446,8 +446,9 @@ def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str
     t = mla.decode_time(a.batch, a.heads, a.seq_kv, a.dk, a.dv, a.q_bytes, a.kv_bytes, a.dram_bytes,
                         hw.sm_count, hw.dram_bytes_per_s, peaks, dict(hw.efficiency), k)
     util = mma_flops / (t.time * peaks[t.mma_dtype]) if mma_flops is not None and unit[0] == TENSOR else None
-    return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, t.fixed,
-                 res)
+    # the latent pages stream from DRAM (no L2 term of their own: pricing/mla.py)
+    return _plan("attention", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, 0.0,
+                 t.fixed, res)
 
 
 # ---- MoE ------------------------------------------------------------------------------------------
@@ -484,8 +485,9 @@ def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> T
                                                     out_bytes=act)
     util = kernel.work.flops[unit] / (time * peak)
     ctas = row_tiles * sm.ceil_div(n, moe.TILE_N)
+    # the experts' weights stream from DRAM (no L2 term of their own: pricing/moe.py)
     return _plan("gemm", f"grouped {moe.TILE_M}x{moe.TILE_N} moe", ctas, None, None, util, time, compute,
-                 memory, fixed, res)
+                 memory, 0.0, fixed, res)
 
 
 # ---- everything else -------------------------------------------------------------------------------
