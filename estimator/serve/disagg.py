@@ -30,6 +30,7 @@ t_kv / (osl - 1); E2E = TTFT + (osl - 1) TPOT; tokens/s = X osl, per GPU over x 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -132,15 +133,25 @@ def kv_transfer(pre, dec, spec: Disagg, isl: int) -> tuple[float, str]:
     return float(cost.estimate_s), link
 
 
+_TPOT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # steps -> {(isl, osl, batch): TPOT}
+
+
 def decode_tpot(dec, work: Workload, batch: int) -> float:
-    """Mean pure-decode step of `batch` requests over the contexts isl .. isl + osl - 2."""
-    pasts = np.arange(work.isl, work.isl + work.osl - 1)
-    return float(np.mean(decode_step(dec.steps, dec.framework, batch, pasts).step_s))
+    """Mean pure-decode step of `batch` requests over the contexts isl .. isl + osl - 2 (remembered per
+    priced Steps: a search asks the same batch of many units)."""
+    memo = _TPOT.setdefault(dec.steps, {})
+    key = (work.isl, work.osl, dec.framework.name, batch)
+    if key not in memo:
+        pasts = np.arange(work.isl, work.isl + work.osl - 1)
+        memo[key] = float(np.mean(decode_step(dec.steps, dec.framework, batch, pasts).step_s))
+    return memo[key]
 
 
 def prefetch(pre, dec, spec: Disagg, work: Workload) -> None:
     """Price, in one pass each, the prefill and decode steps `serve_disagg` asks for."""
     fw = dec.framework
+    if (work.isl, work.osl, fw.name, min(spec.decode_batch, int(fw.max_batch_size))) in _TPOT.get(dec.steps, {}):
+        return
     pasts = np.arange(work.isl, work.isl + work.osl - 1)
     b = min(spec.decode_batch, int(fw.max_batch_size))
     # the fixed point's batches: the captured sizes up to b (a padded batch runs at one of them) and b

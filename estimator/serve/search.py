@@ -30,7 +30,7 @@ from estimator.serve.serving import ServeResult, Workload
 from estimator.serve.steps import Options
 
 CONCURRENCIES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)  # per decode worker, disaggregated
+DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # per decode worker, disaggregated
 UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
 
 
