@@ -115,9 +115,10 @@ def _log_slope(lo: float, hi: float, h: float) -> float:
     return (math.log(hi) - math.log(lo)) / (math.log1p(h) - math.log1p(-h))
 
 
-def elasticities(model: str, opts, work, h: float = H) -> list[Elasticity]:
+def elasticities(model: str, opts, work, h: float = H, only: tuple[str, ...] | None = None) -> list[Elasticity]:
+    """The elasticities of every figure (of `only` these names, when given)."""
     out = []
-    for fig in figures(opts.hw, opts.tp):
+    for fig in (f for f in figures(opts.hw, opts.tp) if only is None or f.name in only):
         up = served(model, opts, work, *fig.scale(opts.hw, opts.framework, 1 + h))
         down = served(model, opts, work, *fig.scale(opts.hw, opts.framework, 1 - h))
         out.append(Elasticity(fig.name, _log_slope(down.tpot_s, up.tpot_s, h),
