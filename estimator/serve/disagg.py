@@ -122,15 +122,20 @@ def prefill_shape(fw, isl: int, batch: int) -> tuple[int, int]:
     return n_c, (1 if n_c > 1 else max(1, min(batch, budget // isl)))
 
 
+_SENDS: dict = {}  # (descriptor id, bytes, GPUs spanned) -> seconds (a search asks the same send often)
+
+
 def kv_transfer(pre, dec, spec: Disagg, isl: int) -> tuple[float, str]:
     """Seconds to move one prompt's KV from its prefill worker to its decode worker, and the link."""
     nbytes = isl * max(pre.memory.kv_bytes_per_token, dec.memory.kv_bytes_per_token)
     hw = pre.opts.hw
     span = max(spec.prefill_tp + spec.decode_tp, spec.gpus)
-    cost = collective_cost("send", nbytes, span, hw, dtype="bf16")
+    key = (id(hw), hw.path, nbytes, span)
+    if key not in _SENDS:
+        _SENDS[key] = (float(collective_cost("send", nbytes, span, hw, dtype="bf16").estimate_s), hw)
     ic = hw.interconnect
     link = "nvlink" if ic is not None and ic.on_nvlink(span) else "network"
-    return float(cost.estimate_s), link
+    return _SENDS[key][0], link
 
 
 _TPOT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # steps -> {(isl, osl, batch): TPOT}
@@ -149,16 +154,27 @@ def decode_tpot(dec, work: Workload, batch: int) -> float:
 
 def prefetch(pre, dec, spec: Disagg, work: Workload) -> None:
     """Price, in one pass each, the prefill and decode steps `serve_disagg` asks for."""
-    fw = dec.framework
-    if (work.isl, work.osl, fw.name, min(spec.decode_batch, int(fw.max_batch_size))) in _TPOT.get(dec.steps, {}):
-        return
+    prefetch_many([(pre, dec, spec)], work)
+
+
+def prefetch_many(units, work: Workload) -> None:
+    """`prefetch` of many (prefill Deployment, decode Deployment, Disagg) at once: one pass of the
+    pricing core per priced Steps (the fixed point's batches: every captured size up to a unit's
+    decode batch, where a padded batch runs, and the batch itself)."""
     pasts = np.arange(work.isl, work.isl + work.osl - 1)
-    b = min(spec.decode_batch, int(fw.max_batch_size))
-    # the fixed point's batches: the captured sizes up to b (a padded batch runs at one of them) and b
-    batches = {fw.graph_batch(s) or s for s in (*fw.cuda_graph_batch_sizes, b) if s <= b}
-    dec.steps.prefetch(decode=[(s, pasts) for s in sorted(batches)])
-    _, k = prefill_shape(pre.framework, work.isl, spec.prefill_batch)
-    pre.steps.prefetch(prefill=[(k, work.isl)])
+    decode: dict = {}
+    prefill: dict = {}
+    for pre, dec, spec in units:
+        fw = dec.framework
+        b = min(spec.decode_batch, int(fw.max_batch_size))
+        steps = decode.setdefault(id(dec.steps), (dec.steps, set()))
+        steps[1].update(fw.graph_batch(x) or x for x in (*fw.cuda_graph_batch_sizes, b) if x <= b)
+        _, k = prefill_shape(pre.framework, work.isl, spec.prefill_batch)
+        prefill.setdefault(id(pre.steps), (pre.steps, set()))[1].add((k, work.isl))
+    for steps, batches in decode.values():
+        steps.prefetch(decode=[(x, pasts) for x in sorted(batches)])
+    for steps, asked in prefill.values():
+        steps.prefetch(prefill=sorted(asked))
 
 
 def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = None,

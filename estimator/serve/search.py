@@ -246,18 +246,18 @@ def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sl
                   batches: Sequence[int] = DECODE_BATCHES) -> list[Row]:
     """Every xPyD unit of the budget (the whole budget, or its largest power-of-two share within the
     NVLink domain when the budget spans more), priced from the TPs' Deployments."""
-    from estimator.serve.disagg import prefetch, serve_disagg, units
+    from estimator.serve.disagg import prefetch_many, serve_disagg, units
 
     tps = [t for t in tp_sizes(budget) if priced.at(t) is not None]
     if not tps:
         return []
     fw = priced.at(tps[0]).framework
     per_step = max(1, int(fw.max_num_tokens) // work.isl)
+    specs = units(budget, tps, batches, tuple(sorted({1, per_step})))
+    prefetch_many([(priced.at(s.prefill_tp), priced.at(s.decode_tp), s) for s in specs], work)
     rows = []
-    for spec in units(budget, tps, batches, tuple(sorted({1, per_step}))):
-        pre, dec = priced.at(spec.prefill_tp), priced.at(spec.decode_tp)
-        prefetch(pre, dec, spec, work)
-        r = serve_disagg(pre, dec, spec, work)
+    for spec in specs:
+        r = serve_disagg(priced.at(spec.prefill_tp), priced.at(spec.decode_tp), spec, work)
         if r.fits:
             rows.append(disagg_row(gpu, r, fw, budget, sla))
     return rows
