@@ -153,3 +153,19 @@ def test_fan_out_on_a_local_cluster_gives_the_serial_results():
     serial = fan_out(tasks)
     cluster = fan_out(tasks, local=True, workers=2, processes=False)
     assert serial == cluster and len(serial) == 2 and all(serial)
+
+
+def test_validate_disagg_reads_a_row_as_its_unit():
+    """A measured xPyD row (e2e_serving.csv.gz columns) as the unit it describes; a row the serving model
+    cannot price names why."""
+    from estimator.calibration.validate_disagg import unit_of
+
+    row = {f"{p}_{k}": v for p in ("prefill", "decode") for k, v in
+           (("num_workers", "2"), ("tp_size", "4"), ("batch_size", "1"), ("attention_dp_size", "1"),
+            ("moe_ep_size", "1"))}
+    row.update(decode_num_workers="3", decode_batch_size="48")
+    spec, clients = unit_of(row)
+    assert (spec.prefill_workers, spec.prefill_tp, spec.decode_workers, spec.decode_batch) == (2, 4, 3, 48)
+    assert clients == 3 * 48 and spec.gpus == 2 * 4 + 3 * 4
+    assert unit_of({**row, "decode_batch_size": ""}) == (None, "no batch or worker counts in the row")
+    assert unit_of({**row, "prefill_attention_dp_size": "16"})[0] is None

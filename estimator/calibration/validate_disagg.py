@@ -75,7 +75,8 @@ def unit_of(row: dict):
     if any(p["attention_dp_size"] > 1 or (p["moe_ep_size"] or 1) > 1 for p in pools.values()):
         return None, "attention-DP / EP pool (the serving model here takes tp only)"
     p, d = pools["prefill"], pools["decode"]
-    spec = Disagg(p["num_workers"], p["tp_size"], p["batch_size"], d["num_workers"], d["tp_size"], d["batch_size"])
+    spec = Disagg(p["num_workers"], p["tp_size"], p["batch_size"], d["num_workers"], d["tp_size"],
+                  d["batch_size"])
     return spec, d["num_workers"] * d["batch_size"] * d["attention_dp_size"]
 
 
@@ -118,7 +119,8 @@ def predict(rows: list[dict]) -> tuple[list[dict], Counter]:
         if not r.fits:
             blocked["does not fit"] += 1
             continue
-        points.append({"backend": row["backend"], "model": row["model_path"], "isl": work.isl, "osl": work.osl,
+        points.append({"backend": row["backend"], "model": row["model_path"], "isl": work.isl,
+                       "osl": work.osl,
                        "unit": spec.label, "clients": clients,
                        "ttft_ms": float(row["silicon_ttft_ms"]), "tpot_ms": float(row["silicon_tpot_ms"]),
                        "pred_ttft_ms": r.ttft_s * 1e3, "pred_tpot_ms": r.tpot_s * 1e3})

@@ -141,7 +141,8 @@ class Study:
 @dataclass(frozen=True)
 class Search:
     """--search gpus=N, --sla, --disagg (the flag alone: disaggregated units join the search; a SPEC:
-    one xPyD unit served), --solve DIM, --sensitivity, --scheduler / --dask-local (estimator/cli/search.py)."""
+    one xPyD unit served), --solve DIM, --sensitivity, --scheduler / --dask-local
+    (estimator/cli/search.py)."""
 
     budget: str | None = None
     sla: str | None = None

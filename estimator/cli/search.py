@@ -31,7 +31,8 @@ DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("deployment search (SLA, disaggregated serving, inversions)")
     g.add_argument("--search", metavar="gpus=N",
-                   help="every deployment of N GPUs (TP x concurrency, aggregated and disaggregated) meeting --sla")
+                   help="every deployment of N GPUs (TP x concurrency; with --disagg the xPyD units too) "
+                        "meeting --sla")
     g.add_argument("--sla", metavar="ttft=T,tpot=T", help="targets, e.g. ttft=500ms,tpot=20ms")
     g.add_argument("--disagg", nargs="?", const="", metavar="prefill=XxtpN,decode=YxtpM[,decode_batch=B]",
                    help="disaggregated serving: alone, with --search, the search adds the xPyD units of the "
@@ -51,7 +52,8 @@ def run(opts: Options) -> int | None:
             raise UsageError("--sla, --scheduler and --dask-local go with --search, --solve or --disagg")
         return None
     if not opts.model.name or not opts.serving.workload:
-        raise UsageError("--search, --disagg, --solve and --sensitivity need --model NAME and --serve isl=I,osl=O")
+        raise UsageError("--search, --disagg, --solve and --sensitivity need --model NAME and "
+                         "--serve isl=I,osl=O")
     if s.budget:
         return _search(opts)
     if len(opts.gpus) > 1 or "," in opts.model.name:
@@ -146,7 +148,8 @@ def _settings(r) -> str:
     p, d = st["prefill"], st["decode"]
     return (f"prefill {p['workers']}x(tp_size={p['tp_size']} max_batch_size={p['max_batch_size']}) "
             f"decode {d['workers']}x(tp_size={d['tp_size']} max_batch_size={d['max_batch_size']}) "
-            f"max_num_tokens={d['max_num_tokens']} kv_fraction={st['kv_cache_fraction']} kv over {st['kv_transfer']}")
+            f"max_num_tokens={d['max_num_tokens']} kv_fraction={st['kv_cache_fraction']} "
+            f"kv over {st['kv_transfer']}")
 
 
 def search_text(task, rows, top: int, missing: str | None) -> str:
@@ -174,9 +177,11 @@ def search_text(task, rows, top: int, missing: str | None) -> str:
                  f"{task.budget} GPUs hold budget // its GPUs replicas)")
     lines.append("Pareto front (tokens/s/GPU against tokens/s/user):")
     for mode in ("agg", "disagg"):
-        front = sorted((r for r in rows if r.pareto and r.mode == mode), key=lambda r: r.tokens_per_s_per_user)
+        front = sorted((r for r in rows if r.pareto and r.mode == mode),
+                       key=lambda r: r.tokens_per_s_per_user)
         for r in front:
-            lines.append(f"  {mode:<6} {r.label:<28} conc {r.concurrency:>4}  {r.tokens_per_s_per_gpu:>8,.0f} "
+            lines.append(f"  {mode:<6} {r.label:<28} conc {r.concurrency:>4}  "
+                         f"{r.tokens_per_s_per_gpu:>8,.0f} "
                          f"tok/s/GPU  {r.tokens_per_s_per_user:>7,.1f} tok/s/user")
     return "\n".join(lines)
 
@@ -274,7 +279,8 @@ def _disagg(opts: Options) -> int:
     clients = work.concurrency if opts.search.concurrency_given else None
     if clients is not None and spec.decode_batch == 1:  # the clients share the decode workers
         spec = replace(spec, decode_batch=math.ceil(clients / spec.decode_workers))
-    deps = {tp: Deployment.build(opts.model.name, opts.steps_options(tp)) for tp in {spec.prefill_tp, spec.decode_tp}}
+    deps = {tp: Deployment.build(opts.model.name, opts.steps_options(tp))
+            for tp in {spec.prefill_tp, spec.decode_tp}}
     pre, dec = deps[spec.prefill_tp], deps[spec.decode_tp]
     prefetch(pre, dec, spec, work)
     r = serve_disagg(pre, dec, spec, work, clients)
@@ -288,8 +294,10 @@ def _disagg(opts: Options) -> int:
     if not r.fits:
         print(f"  {'; '.join(r.notes)}")
         return 0
-    print(f"  TTFT          {_ms(r.ttft_s):>12}  (prefill {_ms(r.prefill_s)}, queued {_ms(r.prefill_wait_s)})")
-    print(f"  TPOT          {_ms(r.tpot_s):>12}  (KV transfer {r.kv_transfer_s * 1e3:.3f} ms over {r.kv_transfer_link})")
+    print(f"  TTFT          {_ms(r.ttft_s):>12}  (prefill {_ms(r.prefill_s)}, "
+          f"queued {_ms(r.prefill_wait_s)})")
+    print(f"  TPOT          {_ms(r.tpot_s):>12}  (KV transfer {r.kv_transfer_s * 1e3:.3f} ms "
+          f"over {r.kv_transfer_link})")
     print(f"  E2E           {_ms(r.e2e_s):>12}")
     print(f"  tokens/s      {r.tokens_per_s:>12,.0f}   per GPU {r.tokens_per_s_per_gpu:,.0f}   "
           f"per user {r.tokens_per_s_per_user:,.1f}")

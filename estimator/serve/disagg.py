@@ -212,7 +212,8 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
         batch = new
     busy = loop.utilisation.get("prefill", 0.0)
     if busy > 0.9:
-        notes.append(f"prefill-bound: the prefill pool is {busy:.0%} busy (decode batch {batch:.1f} of {slots})")
+        notes.append(f"prefill-bound: the prefill pool is {busy:.0%} busy "
+                     f"(decode batch {batch:.1f} of {slots})")
     ttft = loop.waits_s.get("prefill", 0.0) + loop.waits_s.get("host", 0.0) + pre_s + prefill_dispatch_s(
         pre.steps, fw_p)
     tpot = tpot_dec + t_kv / (osl - 1)

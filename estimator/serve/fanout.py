@@ -64,7 +64,8 @@ def run_search(task: SearchTask) -> list[dict]:
             if not dep.memory.fits(work.isl, work.osl):
                 why[tp] = f"does not fit ({dep.memory.non_kv_bytes / 1e9:.0f} GB per GPU before any KV cache)"
         reasons = "; ".join(f"tp {tp}: {w}" for tp, w in sorted(why.items()))
-        out.append({"model": task.model, "gpu": task.gpu, "none_fit": reasons or "no TP up to the budget fits"})
+        out.append({"model": task.model, "gpu": task.gpu,
+                    "none_fit": reasons or "no TP up to the budget fits"})
     return out
 
 

@@ -44,7 +44,8 @@ class Sla:
     tpot_s: float | None = None
 
     def met(self, ttft_s: float, tpot_s: float) -> bool:
-        return (self.ttft_s is None or ttft_s <= self.ttft_s) and (self.tpot_s is None or tpot_s <= self.tpot_s)
+        ttft_ok = self.ttft_s is None or ttft_s <= self.ttft_s
+        return ttft_ok and (self.tpot_s is None or tpot_s <= self.tpot_s)
 
     def text(self) -> str:
         parts = [f"{k} <= {v * 1e3:g} ms" for k, v in (("TTFT", self.ttft_s), ("TPOT", self.tpot_s)) if v]

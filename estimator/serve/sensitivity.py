@@ -50,7 +50,8 @@ def _nvlink_bw(hw, fw, f):
     ic = hw.interconnect
     bw = ic.nvlink_bytes_per_s_per_direction
     nv = None if hw.nvlink_bytes_per_s is None else hw.nvlink_bytes_per_s * f
-    return _hw(hw, nvlink_bytes_per_s=nv, interconnect=replace(ic, nvlink_bytes_per_s_per_direction=bw * f)), fw
+    ic = replace(ic, nvlink_bytes_per_s_per_direction=bw * f)
+    return _hw(hw, nvlink_bytes_per_s=nv, interconnect=ic), fw
 
 
 def _line(line, f):
@@ -115,7 +116,8 @@ def _log_slope(lo: float, hi: float, h: float) -> float:
     return (math.log(hi) - math.log(lo)) / (math.log1p(h) - math.log1p(-h))
 
 
-def elasticities(model: str, opts, work, h: float = H, only: tuple[str, ...] | None = None) -> list[Elasticity]:
+def elasticities(model: str, opts, work, h: float = H,
+                 only: tuple[str, ...] | None = None) -> list[Elasticity]:
     """The elasticities of every figure (of `only` these names, when given)."""
     out = []
     for fig in (f for f in figures(opts.hw, opts.tp) if only is None or f.name in only):

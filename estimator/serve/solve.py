@@ -58,7 +58,8 @@ class Solution:
             return (f"tp {self.value} is the smallest TP that meets {self.metric.upper()} "
                     f"{self.target_s * 1e3:g} ms: {self.metric.upper()} {self.at_value_s * 1e3:.2f} ms, "
                     f"its largest part {self.binding}")
-        limit = "" if self.at_next_s is None else f" ({self.dim} {self.value + 1}: {self.at_next_s * 1e3:.2f} ms)"
+        limit = ("" if self.at_next_s is None
+                 else f" ({self.dim} {self.value + 1}: {self.at_next_s * 1e3:.2f} ms)")
         return (f"{self.binding} reaches {self.metric.upper()} {self.target_s * 1e3:g} ms at {self.dim} "
                 f"{self.value}: {self.metric.upper()} {self.at_value_s * 1e3:.2f} ms{limit}")
 
