@@ -66,32 +66,51 @@ def test_record_to_the_serving_model_and_pareto():
     assert pareto_flags(rows) == [True, True, False]
 
 
-def test_every_listed_deployment_re_estimates_alone(capsys):
-    """The search's figures are the serving model's: each listed row, served alone with --tp/--serve
-    (aggregated) or --disagg SPEC (disaggregated), gives the same TTFT, TPOT and tokens/s/GPU."""
+def _strict(text: str):
+    def refuse(name):
+        raise AssertionError(f"{name} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_listed_deployment_re_estimates_alone(capsys, deps):
+    """The search's figures are the serving model's: every listed row, served alone from its record
+    (aggregated: Deployment.serve at its tp and concurrency; disaggregated: serve_disagg of its unit)
+    gives the same TTFT, TPOT and tokens/s/GPU, and the first of each through the CLI (--tp/--serve,
+    --disagg SPEC) too."""
     code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--search", "gpus=2", "--disagg",
                        "--serve", "isl=128,osl=16", "--sla", "ttft=1s", "--json")
     assert code == 0
-    rows = json.loads(out)["search"][0]["deployments"]
-    agg = [r for r in rows if r["mode"] == "agg"][:2]
-    dis = [r for r in rows if r["mode"] == "disagg"][:1]
+    rows = _strict(out)["search"][0]["deployments"]
+    agg = [r for r in rows if r["mode"] == "agg"]
+    dis = [r for r in rows if r["mode"] == "disagg"]
     assert agg and dis and all(r["ttft_s"] <= 1.0 for r in rows)
     for r in agg:
-        rec = r["record"]["agg"]
-        code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--tp", str(rec["tp"]), "--serve",
-                           f"isl=128,osl=16,concurrency={rec['concurrency']}", "--json")
-        alone = json.loads(out)["serve"]
-        assert (alone["ttft_s"], alone["tpot_s"]) == (r["ttft_s"], r["tpot_s"])
-        assert alone["tokens_per_s_per_gpu"] == pytest.approx(r["tokens_per_s_per_gpu"], rel=1e-12)
+        rec = Record(**r["record"]["agg"])
+        alone = deps[rec.tp].serve(replace(WORK, concurrency=rec.concurrency))
+        assert (alone.ttft_s, alone.tpot_s, alone.tokens_per_s_per_gpu) == (
+            r["ttft_s"], r["tpot_s"], r["tokens_per_s_per_gpu"])
     for r in dis:
-        s = r["record"]["disagg"]
-        spec = (f"prefill={s['prefill_workers']}xtp{s['prefill_tp']},decode={s['decode_workers']}xtp"
-                f"{s['decode_tp']},prefill_batch={s['prefill_batch']},decode_batch={s['decode_batch']}")
-        code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--serve", "isl=128,osl=16",
-                           "--disagg", spec, "--json")
-        alone = json.loads(out)["serve"]
-        assert (alone["ttft_s"], alone["tpot_s"]) == (r["ttft_s"], r["tpot_s"])
-        assert alone["tokens_per_s_per_gpu"] == r["tokens_per_s_per_gpu"]
+        spec = Disagg(**r["record"]["disagg"])
+        alone = serve_disagg(deps[spec.prefill_tp], deps[spec.decode_tp], spec, WORK)
+        assert (alone.ttft_s, alone.tpot_s, alone.tokens_per_s_per_gpu) == (
+            r["ttft_s"], r["tpot_s"], r["tokens_per_s_per_gpu"])
+    rec = agg[0]["record"]["agg"]
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--tp", str(rec["tp"]), "--serve",
+                       f"isl=128,osl=16,concurrency={rec['concurrency']}", "--json")
+    alone = _strict(out)["serve"]
+    assert (alone["ttft_s"], alone["tpot_s"]) == (agg[0]["ttft_s"], agg[0]["tpot_s"])
+    s = dis[0]["record"]["disagg"]
+    spec = (f"prefill={s['prefill_workers']}xtp{s['prefill_tp']},decode={s['decode_workers']}xtp"
+            f"{s['decode_tp']},prefill_batch={s['prefill_batch']},decode_batch={s['decode_batch']}")
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--serve", "isl=128,osl=16",
+                       "--disagg", spec, "--json")
+    alone = _strict(out)["serve"]
+    assert (alone["ttft_s"], alone["tpot_s"]) == (dis[0]["ttft_s"], dis[0]["tpot_s"])
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--serve", "isl=128,osl=16",
+                       "--solve", "concurrency", "--sla", "tpot=1s", "--json")
+    solved = _strict(out)["solve"]  # every admitted concurrency meets 1 s: the KV capacity binds
+    assert code == 0 and solved["value"] >= 512 and solved["binding"].startswith("the KV capacity")
 
 
 def test_disagg_unit_hangs_together(deps):
