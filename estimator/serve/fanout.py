@@ -60,10 +60,11 @@ def run_search(task: SearchTask) -> list[dict]:
         out.append(d)
     if not rows:
         why = dict(priced.refused)
-        for tp, dep in priced.built.items():
+        for layout, dep in priced.built.items():
             if not dep.memory.fits(work.isl, work.osl):
-                why[tp] = f"does not fit ({dep.memory.non_kv_bytes / 1e9:.0f} GB per GPU before any KV cache)"
-        reasons = "; ".join(f"tp {tp}: {w}" for tp, w in sorted(why.items()))
+                gb = dep.memory.non_kv_bytes / 1e9
+                why[layout.label] = f"does not fit ({gb:.0f} GB per GPU before any KV cache)"
+        reasons = "; ".join(f"{label}: {w}" for label, w in sorted(why.items()))
         out.append({"model": task.model, "gpu": task.gpu,
                     "none_fit": reasons or "no TP up to the budget fits"})
     return out

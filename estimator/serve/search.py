@@ -111,6 +111,23 @@ class Deployment:
     def gpus(self) -> int:
         return self.tp * self.attention_dp * self.pp
 
+    @property
+    def layout(self) -> Deployment:
+        """The parallel part alone (what one priced Deployment serves at every concurrency)."""
+        return replace(self, concurrency=1)
+
+    @property
+    def label(self) -> str:
+        more = (("pp", self.pp), ("adp", self.attention_dp), ("moe-tp", self.moe_tp), ("ep", self.ep))
+        return " ".join([f"tp {self.tp}"] + [f"{name} {v}" for name, v in more if v > 1])
+
+
+def layouts(gpus: int) -> list[Deployment]:
+    """The parallel layouts of one replica that a budget of `gpus` holds. NB: TP only, as the serving model
+    prices it; attention-DP / MoE-TP / EP layouts (tp x attention_dp dividing the budget, moe_tp x ep =
+    tp x attention_dp) join here when options_of passes them on."""
+    return [Deployment(tp=t) for t in tp_sizes(gpus)]
+
 
 def options_of(record: Deployment, base: Options) -> Options:
     """The serving model's Options of `record` (the one place a record becomes the model's call).
@@ -157,37 +174,40 @@ CSV_FIELDS = ("gpu", "mode", "label", "gpus", "replicas", "concurrency", "ttft_s
               "meets_sla", "pareto", "settings")
 
 
-def engine_settings(tp: int, result: ServeResult, fw) -> dict:
-    return {"tp_size": tp, "pp_size": 1, "ep_size": 1, "max_batch_size": result.admitted,
+def engine_settings(record: Deployment, result: ServeResult, fw) -> dict:
+    return {"tp_size": record.tp, "pp_size": record.pp, "ep_size": record.ep, "moe_tp_size": record.moe_tp,
+            "attention_dp_size": record.attention_dp, "max_batch_size": result.admitted,
             "max_num_tokens": int(fw.max_num_tokens), "kv_cache_fraction": float(fw.kv_memory_fraction)}
 
 
 def agg_row(gpu: str, record: Deployment, result: ServeResult, fw, budget: int, sla: Sla) -> Row:
     mem = result.memory
-    return Row(gpu, "agg", f"tp {record.tp}", record.gpus, budget // record.gpus, record.concurrency,
+    return Row(gpu, "agg", record.label, record.gpus, budget // record.gpus, record.concurrency,
                result.ttft_s, result.tpot_s, result.tokens_per_s_per_gpu, result.tokens_per_s_per_user,
                result.kv_headroom_tokens,
                result.kv_headroom_tokens * mem.kv_bytes_per_token,
-               engine_settings(record.tp, result, fw), {"agg": asdict(record)},
+               engine_settings(record, result, fw), {"agg": asdict(record)},
                sla.met(result.ttft_s, result.tpot_s))
 
 
 @dataclass
 class Priced:
-    """The Deployments of one model on one GPU, built once per TP (None: the TP cannot shard it)."""
+    """The Deployments of one model on one GPU, built once per layout (None: the layout cannot shard it;
+    `refused` keeps why, by the layout's label)."""
 
     model: str
     base: Options
     built: dict
     refused: dict
 
-    def at(self, tp: int):
-        if tp not in self.built and tp not in self.refused:
+    def at(self, layout: Deployment | int):
+        key = Deployment(tp=layout) if isinstance(layout, int) else layout.layout
+        if key not in self.built and key.label not in self.refused:
             try:
-                self.built[tp] = deploy.Deployment.build(self.model, options_of(Deployment(tp=tp), self.base))
+                self.built[key] = deploy.Deployment.build(self.model, options_of(key, self.base))
             except UserError as exc:
-                self.refused[tp] = str(exc)
-        return self.built.get(tp)
+                self.refused[key.label] = str(exc)
+        return self.built.get(key)
 
 
 def price_model(model: str, base: Options) -> Priced:
@@ -198,15 +218,15 @@ def search_agg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sla,
                concurrencies: Sequence[int] = CONCURRENCIES) -> list[Row]:
     """Every aggregated (tp, concurrency) of the budget, priced (rows that fit, SLA or not)."""
     rows = []
-    for tp in tp_sizes(budget):
-        dep = priced.at(tp)
+    for layout in layouts(budget):
+        dep = priced.at(layout)
         if dep is None or not dep.memory.fits(work.isl, work.osl):
             continue
         cap = min(dep.memory.max_concurrency(work.isl, work.osl), int(dep.framework.max_batch_size))
         works = [replace(work, concurrency=c) for c in concurrencies if c <= cap]
         for w, r in zip(works, dep.serve_many(works), strict=True):
             if r.fits and math.isfinite(r.ttft_s) and math.isfinite(r.tpot_s):
-                rows.append(agg_row(gpu, Deployment(tp=tp, concurrency=w.concurrency), r, dep.framework,
+                rows.append(agg_row(gpu, replace(layout, concurrency=w.concurrency), r, dep.framework,
                                     budget, sla))
     return rows
 
@@ -243,6 +263,12 @@ def disagg_row(gpu: str, result, fw, budget: int, sla: Sla) -> Row:
                {"disagg": asdict(s)}, sla.met(result.ttft_s, result.tpot_s))
 
 
+def pools(spec) -> tuple[Deployment, Deployment]:
+    """The (prefill, decode) layouts of an xPyD unit (estimator/serve/disagg.Disagg)."""
+    return (Deployment(tp=spec.prefill_tp, attention_dp=spec.prefill_attention_dp, ep=spec.prefill_ep),
+            Deployment(tp=spec.decode_tp, attention_dp=spec.decode_attention_dp, ep=spec.decode_ep))
+
+
 def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sla,
                   batches: Sequence[int] = DECODE_BATCHES) -> list[Row]:
     """Every xPyD unit of the budget (the whole budget, or its largest power-of-two share within the
@@ -255,10 +281,10 @@ def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sl
     fw = priced.at(tps[0]).framework
     per_step = max(1, int(fw.max_num_tokens) // work.isl)
     specs = units(budget, tps, batches, tuple(sorted({1, per_step})))
-    prefetch_many([(priced.at(s.prefill_tp), priced.at(s.decode_tp), s) for s in specs], work)
+    prefetch_many([(*(priced.at(p) for p in pools(s)), s) for s in specs], work)
     rows = []
     for spec in specs:
-        r = serve_disagg(priced.at(spec.prefill_tp), priced.at(spec.decode_tp), spec, work)
+        r = serve_disagg(*(priced.at(p) for p in pools(spec)), spec, work)
         if r.fits:
             rows.append(disagg_row(gpu, r, fw, budget, sla))
     return rows
