@@ -106,6 +106,8 @@ def _search(opts: Options) -> int:
         raise UsageError("--solve and --sensitivity take one deployment (--tp), not --search")
     if opts.search.disagg:
         raise UsageError("with --search, --disagg takes no SPEC (the search enumerates the xPyD units)")
+    if opts.parallel.tp or opts.parallel.pp:
+        raise UsageError("--tp and --pp go with one deployment, not --search (the search enumerates them)")
     if opts.study.plot:
         from estimator.study.plot import check_path
 

@@ -41,6 +41,7 @@ from estimator.serve.launch import decode_step, prefill_dispatch_s, prefill_step
 from estimator.serve.serving import Workload
 
 FIXED_POINT_ROUNDS = 8
+MAX_WORKERS = 64  # workers per pool a search enumerates (NB: a larger pool is not searched)
 
 
 @dataclass(frozen=True)
@@ -230,9 +231,9 @@ def units(gpus: int, tps: list[int], batches=(1,), prefill_batches=(1,)) -> list
     out = []
     for tp_p in tps:
         for tp_d in tps:
-            for x in range(1, gpus // tp_p + 1):
+            for x in range(1, min(gpus // tp_p, MAX_WORKERS) + 1):
                 rest = gpus - x * tp_p
-                if rest < tp_d or rest % tp_d:
+                if rest < tp_d or rest % tp_d or rest // tp_d > MAX_WORKERS:
                     continue
                 y = rest // tp_d
                 out.extend(Disagg(x, tp_p, k, y, tp_d, b) for k in prefill_batches for b in batches)

@@ -32,6 +32,7 @@ from estimator.serve.steps import Options
 CONCURRENCIES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # per decode worker, disaggregated
 UNITS = {"ms": 1e-3, "s": 1.0, "us": 1e-6}
+MAX_GPUS = 512  # a budget beyond is many copies of a smaller one: search that one
 
 
 class SearchError(UserError):
@@ -91,8 +92,8 @@ def parse_budget(text: str) -> int:
         n = int(value)
     except ValueError:
         raise SearchError(f"--search {text!r}: N must be an integer") from None
-    if n < 1 or n > 4096:
-        raise SearchError(f"--search {text!r}: N must be between 1 and 4096")
+    if n < 1 or n > MAX_GPUS:
+        raise SearchError(f"--search {text!r}: N must be between 1 and {MAX_GPUS}")
     return n
 
 
