@@ -59,9 +59,9 @@ class Solution:
                     f"{self.target_s * 1e3:g} ms: {self.metric.upper()} {self.at_value_s * 1e3:.2f} ms, "
                     f"its largest part {self.binding}")
         limit = ("" if self.at_next_s is None
-                 else f" ({self.dim} {self.value + 1}: {self.at_next_s * 1e3:.2f} ms)")
+                 else f" ({self.dim} {self.value + 1}: {self.at_next_s * 1e3:.3f} ms)")
         return (f"{self.binding} reaches {self.metric.upper()} {self.target_s * 1e3:g} ms at {self.dim} "
-                f"{self.value}: {self.metric.upper()} {self.at_value_s * 1e3:.2f} ms{limit}")
+                f"{self.value}: {self.metric.upper()} {self.at_value_s * 1e3:.3f} ms{limit}")
 
     def to_json(self) -> dict:
         return {"dim": self.dim, "value": self.value, "metric": self.metric, "target_s": self.target_s,
