@@ -49,16 +49,21 @@ def one(args) -> int:
 def study(args) -> int:
     from estimator.serve.fanout import fan_out
 
-    tasks = [task(m, g, isl, osl, 8, False) for m in STUDY_MODELS for isl, osl in STUDY_WORKLOADS
-             for g in STUDY_GPUS]
+    workloads = STUDY_WORKLOADS[: args.workloads]
+    tasks = [task(m, g, isl, osl, 8, False) for m in STUDY_MODELS for isl, osl in workloads for g in STUDY_GPUS]
     t0 = time.perf_counter()
     serial = fan_out(tasks)
     t1 = time.perf_counter()
     cluster = fan_out(tasks, local=True, workers=args.workers)
     t2 = time.perf_counter()
     same = json.dumps(serial, sort_keys=True) == json.dumps(cluster, sort_keys=True)
+    for t, a, b in zip(tasks, serial, cluster, strict=True):
+        if a != b:  # name the first task and row that differ
+            row = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            print(f"differs: {t.model} on {t.gpu} isl {t.isl} osl {t.osl}, row {row} of {len(a)} / {len(b)}")
+            break
     rows = sum(len(r) for r in serial)
-    print(f"{len(tasks)} searches ({len(STUDY_MODELS)} models x {len(STUDY_WORKLOADS)} workloads x "
+    print(f"{len(tasks)} searches ({len(STUDY_MODELS)} models x {len(workloads)} workloads x "
           f"{len(STUDY_GPUS)} GPUs), {rows} rows: serial {t1 - t0:.1f} s, LocalCluster of {args.workers} "
           f"workers {t2 - t1:.1f} s; identical: {same}")
     return 0 if same else 1
@@ -75,6 +80,7 @@ def main() -> int:
     a.add_argument("--osl", type=int, default=256)
     b = sub.add_parser("study")
     b.add_argument("--workers", type=int, default=2)
+    b.add_argument("--workloads", type=int, default=len(STUDY_WORKLOADS), help="the first N workloads")
     args = ap.parse_args()
     return one(args) if args.what == "one" else study(args)
 

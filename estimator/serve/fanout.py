@@ -44,6 +44,13 @@ def run_search(task: SearchTask) -> list[dict]:
     from estimator.serve.serving import Workload
     from estimator.serve.steps import Options
 
+    from estimator.pricing import memo
+
+    # every task starts from the same process state: the pricing memo of earlier tasks (in this process,
+    # or another worker's history) is dropped, so a task's rows never depend on which tasks ran before it
+    # in the same process (NB: a 60-search study on a 2-worker cluster once differed from the serial
+    # run with the memo kept across tasks; cause not isolated, see tools/bench_search.py)
+    memo.clear()
     hw = hwdesc.load(task.hw_path)
     base = Options(hw, 1, task.precision, task.kv_precision, task.pipeline, framework(task.framework),
                    tiling=task.tiling)
