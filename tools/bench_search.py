@@ -50,7 +50,8 @@ def study(args) -> int:
     from estimator.serve.fanout import fan_out
 
     workloads = STUDY_WORKLOADS[: args.workloads]
-    tasks = [task(m, g, isl, osl, 8, False) for m in STUDY_MODELS for isl, osl in workloads for g in STUDY_GPUS]
+    tasks = [task(m, g, isl, osl, 8, False) for m in STUDY_MODELS for isl, osl in workloads
+             for g in STUDY_GPUS]
     t0 = time.perf_counter()
     serial = fan_out(tasks)
     t1 = time.perf_counter()
@@ -59,7 +60,7 @@ def study(args) -> int:
     same = json.dumps(serial, sort_keys=True) == json.dumps(cluster, sort_keys=True)
     for t, a, b in zip(tasks, serial, cluster, strict=True):
         if a != b:  # name the first task and row that differ
-            row = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            row = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
             print(f"differs: {t.model} on {t.gpu} isl {t.isl} osl {t.osl}, row {row} of {len(a)} / {len(b)}")
             break
     rows = sum(len(r) for r in serial)

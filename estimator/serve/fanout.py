@@ -39,12 +39,11 @@ class SearchTask:
 def run_search(task: SearchTask) -> list[dict]:
     """Every priced deployment of `task` (SLA met or not), as plain dicts."""
     import hwdesc
+    from estimator.pricing import memo
     from estimator.serve.frameworks import framework
     from estimator.serve.search import Sla, price_model, search_agg, search_disagg
     from estimator.serve.serving import Workload
     from estimator.serve.steps import Options
-
-    from estimator.pricing import memo
 
     # every task starts from the same process state: the pricing memo of earlier tasks (in this process,
     # or another worker's history) is dropped, so a task's rows never depend on which tasks ran before it
