@@ -42,7 +42,7 @@ __all__ = ["UsageError", "build_parser", "main", "run"]
 # estimator.cli.load.load_graph.
 # estimator.cli.serve comes first (with --serve it runs a `--sweep concurrency=` itself), then
 # estimator.cli.report (with --report/--recommend/--trace it also draws a --sweep itself).
-MODES: list[str] = ["estimator.cli.serve", "estimator.cli.report",
+MODES: list[str] = ["estimator.cli.search", "estimator.cli.serve", "estimator.cli.report",
                     "estimator.cli.sweep", "estimator.cli.validate", "estimator.cli.pytorch",
                     "estimator.cli.hf"]
 

@@ -165,6 +165,26 @@ class Study:
 
 
 @dataclass(frozen=True)
+class Search:
+    """--search gpus=N, --sla, --disagg (the flag alone: disaggregated units join the search; a SPEC:
+    one xPyD unit served), --solve DIM, --sensitivity, --scheduler / --dask-local
+    (estimator/cli/search.py)."""
+
+    budget: str | None = None
+    sla: str | None = None
+    disagg: str | None = None
+    solve: str | None = None
+    sensitivity: bool = False
+    scheduler: str | None = None
+    dask_local: bool = False
+    concurrency_given: bool = False  # --serve named its concurrency (else --disagg serves y x B clients)
+
+    @property
+    def asked(self) -> bool:
+        return bool(self.budget or self.disagg or self.solve or self.sensitivity)
+
+
+@dataclass(frozen=True)
 class Validation:
     """--validate (with --ep, --runs) and --calibrate-host (estimator/cli/validate.py)."""
 
@@ -192,6 +212,7 @@ class Options:
     serving: Serving = field(default_factory=Serving)
     study: Study = field(default_factory=Study)
     validation: Validation = field(default_factory=Validation)
+    search: Search = field(default_factory=Search)
     kernel_sass: tuple[str, ...] = ()  # --kernel-sass NODE=FILE[#KERNEL] (estimator/sass/seam.py)
 
     @property
@@ -355,7 +376,11 @@ def _serving(a: Any) -> tuple[Serving, tuple[str, ...]]:
     if a.serve:
         from estimator.serve.serving import parse_workload
 
-        workload = parse_workload(a.serve, a.batching)
+        text = a.serve
+        searching = getattr(a, "search", None) or getattr(a, "solve", None) or getattr(a, "disagg", None)
+        if searching and "concurrency" not in text:  # the search and --solve choose it; --disagg: y x B
+            text = f"{text.rstrip(',')},concurrency=1"
+        workload = parse_workload(text, a.batching)
     concurrency = None
     if a.serve or a.memory:  # the serving mode's --sweep is over the concurrency
         concurrency = concurrency_sweep(list(sweeps), bool(a.serve))
@@ -429,5 +454,9 @@ def from_args(a: Any) -> Options:
         serving=serving,
         study=Study(sweeps, a.crossover, a.csv, a.plot, a.plot_stack),
         validation=validation,
+        search=Search(getattr(a, "search", None), getattr(a, "sla", None), getattr(a, "disagg", None),
+                      getattr(a, "solve", None), bool(getattr(a, "sensitivity", False)),
+                      getattr(a, "scheduler", None), bool(getattr(a, "dask_local", False)),
+                      bool(a.serve and "concurrency" in a.serve)),
         kernel_sass=tuple(a.kernel_sass),
     )

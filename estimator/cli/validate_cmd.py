@@ -36,7 +36,7 @@ def _names(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="estimate validate", description=__doc__.splitlines()[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    sub = p.add_subparsers(dest="what", metavar="{kernels,comm,serving,moe-serving,host}",
+    sub = p.add_subparsers(dest="what", metavar="{kernels,comm,serving,moe-serving,disagg,host}",
                            parser_class=_Parser)
     sub.required = True
 
@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price a prefill-first framework's rows (SGLang) with the in-flight model too")
     q.add_argument("--no-w8a8", dest="w8a8", action="store_false",
                    help="price per-tensor fp8 rows with --precision fp8 (every tensor fp8)")
+    q = add("disagg", "measured TTFT / TPOT of disaggregated (xPyD) H100 deployments (e2e_serving.csv.gz)")
+    q.add_argument("--json", type=Path, help="write every priced row's measured and predicted values")
+    q.add_argument("--verbose", action="store_true", help="print every priced row")
     q = add("host", "onnxruntime on this machine: models x sequence lengths", data=False)
     q.add_argument("--arch", default="host")
     q.add_argument("--models", default="llama-tiny,gpt2-small,bert-base,hf-llama")
@@ -117,6 +120,10 @@ def run(argv: list[str]) -> int:
         return vms.run(vms.MoeServingCheck(args.data, _names(args.models), _names(args.frameworks),
                                            _names(args.tp), args.verbose, args.steady, args.mixed, args.waves,
                                            args.w8a8, args.markdown))
+    if args.what == "disagg":
+        from estimator.calibration import validate_disagg as vd
+
+        return vd.run(vd.DisaggCheck(args.data, args.json, args.markdown, args.verbose))
     from estimator.calibration import validate_host as vh
 
     try:

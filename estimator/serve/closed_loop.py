@@ -49,12 +49,35 @@ def closed_loop(clients: int, cycle_s: float, demands: dict[str, float]) -> Loop
     if clients < 1 or cycle_s <= 0.0:
         return LoopWaits(dict.fromkeys(demands, 0.0), 0.0, dict.fromkeys(demands, 0.0))
     delay = max(cycle_s - sum(stations.values()), 0.0)
-    queue = dict.fromkeys(stations, 0.0)
-    residence = dict(stations)
-    throughput = clients / cycle_s
-    for n in range(1, clients + 1):
-        residence = {k: d * (1.0 + queue[k]) for k, d in stations.items()}
-        throughput = n / (delay + sum(residence.values()))
-        queue = {k: throughput * r for k, r in residence.items()}
+    names, ds = list(stations), list(stations.values())
+    res, throughput = _mva(clients, delay, ds) if ds else ([], clients / (delay or cycle_s))
+    residence = dict(zip(names, res, strict=True))
     waits = {k: residence.get(k, 0.0) - stations.get(k, 0.0) for k in demands}
     return LoopWaits(waits, throughput, {k: throughput * stations.get(k, 0.0) for k in demands})
+
+
+def _mva(clients: int, delay: float, ds: list[float]) -> tuple[list[float], float]:
+    """The MVA recursion above over station demands `ds` (a search prices thousands of loops: the
+    one- and two-station cases run on plain floats, the same operations in the same order)."""
+    if len(ds) == 1:
+        d0, q0, r0, x = ds[0], 0.0, ds[0], 0.0
+        for n in range(1, clients + 1):
+            r0 = d0 * (1.0 + q0)
+            x = n / (delay + r0)
+            q0 = x * r0
+        return [r0], x
+    if len(ds) == 2:
+        d0, d1 = ds
+        q0 = q1 = 0.0
+        r0, r1, x = d0, d1, 0.0
+        for n in range(1, clients + 1):
+            r0, r1 = d0 * (1.0 + q0), d1 * (1.0 + q1)
+            x = n / (delay + (r0 + r1))
+            q0, q1 = x * r0, x * r1
+        return [r0, r1], x
+    queue, res, x = [0.0] * len(ds), list(ds), 0.0
+    for n in range(1, clients + 1):
+        res = [d * (1.0 + q) for d, q in zip(ds, queue, strict=True)]
+        x = n / (delay + sum(res))
+        queue = [x * r for r in res]
+    return res, x

@@ -1,0 +1,190 @@
+"""Deployment search, disaggregated units, inversions and sensitivities (estimator/serve/search.py,
+disagg.py, solve.py, sensitivity.py; estimator/cli/search.py), on llama-tiny (2 layers: fast)."""
+
+import json
+import math
+from dataclasses import replace
+
+import pytest
+
+import hwdesc
+from estimator.serve.closed_loop import host_demand_s
+from estimator.serve.deploy import Deployment
+from estimator.serve.disagg import Disagg, prefetch, serve_disagg
+from estimator.serve.frameworks import framework
+from estimator.serve.search import Deployment as Record
+from estimator.serve.search import SearchError, options_of, pareto_flags, parse_budget, parse_sla
+from estimator.serve.serving import Workload
+from estimator.serve.steps import Options
+from passes import DEFAULT_STRATEGY, pipeline_for
+from tests.cliutil import assert_one_error_line, cli
+
+MODEL = "llama-tiny"
+WORK = Workload(128, 16, 1)
+
+
+def _opts(arch="h100-sxm", tp=1) -> Options:
+    hw = hwdesc.load(arch)
+    return Options(hw, tp, None, None, pipeline_for(DEFAULT_STRATEGY, hw.family), framework("trtllm"))
+
+
+@pytest.fixture(scope="module")
+def deps():
+    return {tp: Deployment.build(MODEL, _opts(tp=tp)) for tp in (1, 2)}
+
+
+def test_sla_and_budget_parse():
+    sla = parse_sla("ttft=500ms,tpot=20ms")
+    assert (sla.ttft_s, sla.tpot_s) == (0.5, 0.02)
+    assert parse_sla("ttft=1s").tpot_s is None and parse_sla("tpot=1500us").tpot_s == pytest.approx(1.5e-3)
+    assert parse_budget("gpus=8") == 8
+    assert sla.met(0.5, 0.02) and not sla.met(0.5001, 0.01)
+    with pytest.raises(SearchError):
+        parse_sla("ttft=fast")
+    with pytest.raises(SearchError):
+        parse_budget("nodes=2")
+
+
+def test_bad_search_input_is_one_error_line(capsys):
+    base = ("--model", MODEL, "--serve", "isl=128,osl=16")
+    code, _, err = cli(capsys, *base, "--search", "gpus=2", "--sla", "tpot=-3ms")
+    assert_one_error_line(code, err, "must be a positive time")
+    code, _, err = cli(capsys, *base, "--disagg", "prefill=2x4")
+    assert_one_error_line(code, err, "expected XxtpN")
+    code, _, err = cli(capsys, *base, "--solve", "temperature", "--sla", "tpot=1ms")
+    assert_one_error_line(code, err, "choose from concurrency, batch, context, gpus")
+
+
+def test_record_to_the_serving_model_and_pareto():
+    base = _opts()
+    assert options_of(Record(tp=4, concurrency=8), base).tp == 4
+    with pytest.raises(SearchError):
+        options_of(Record(tp=1, attention_dp=8), base)
+    # (tokens/s/GPU, tokens/s/user): (3, 1) and (1, 3) trade off; (1, 1) is beaten by both
+    rows = [type("R", (), {"tokens_per_s_per_gpu": g, "tokens_per_s_per_user": u})() for g, u in
+            ((3, 1), (1, 3), (1, 1))]
+    assert pareto_flags(rows) == [True, True, False]
+
+
+def _strict(text: str):
+    def refuse(name):
+        raise AssertionError(f"{name} in the JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_every_listed_deployment_re_estimates_alone(capsys, deps):
+    """The search's figures are the serving model's: every listed row, served alone from its record
+    (aggregated: Deployment.serve at its tp and concurrency; disaggregated: serve_disagg of its unit)
+    gives the same TTFT, TPOT and tokens/s/GPU, and the first of each through the CLI (--tp/--serve,
+    --disagg SPEC) too."""
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--search", "gpus=2", "--disagg",
+                       "--serve", "isl=128,osl=16", "--sla", "ttft=1s", "--json")
+    assert code == 0
+    rows = _strict(out)["search"][0]["deployments"]
+    agg = [r for r in rows if r["mode"] == "agg"]
+    dis = [r for r in rows if r["mode"] == "disagg"]
+    assert agg and dis and all(r["ttft_s"] <= 1.0 for r in rows)
+    for r in agg:
+        rec = Record(**r["record"]["agg"])
+        alone = deps[rec.tp].serve(replace(WORK, concurrency=rec.concurrency))
+        assert (alone.ttft_s, alone.tpot_s, alone.tokens_per_s_per_gpu) == (
+            r["ttft_s"], r["tpot_s"], r["tokens_per_s_per_gpu"])
+    for r in dis:
+        spec = Disagg(**r["record"]["disagg"])
+        alone = serve_disagg(deps[spec.prefill_tp], deps[spec.decode_tp], spec, WORK)
+        assert (alone.ttft_s, alone.tpot_s, alone.tokens_per_s_per_gpu) == (
+            r["ttft_s"], r["tpot_s"], r["tokens_per_s_per_gpu"])
+    rec = agg[0]["record"]["agg"]
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--tp", str(rec["tp"]), "--serve",
+                       f"isl=128,osl=16,concurrency={rec['concurrency']}", "--json")
+    alone = _strict(out)["serve"]
+    assert (alone["ttft_s"], alone["tpot_s"]) == (agg[0]["ttft_s"], agg[0]["tpot_s"])
+    s = dis[0]["record"]["disagg"]
+    spec = (f"prefill={s['prefill_workers']}xtp{s['prefill_tp']},decode={s['decode_workers']}xtp"
+            f"{s['decode_tp']},prefill_batch={s['prefill_batch']},decode_batch={s['decode_batch']}")
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--serve", "isl=128,osl=16",
+                       "--disagg", spec, "--json")
+    alone = _strict(out)["serve"]
+    assert (alone["ttft_s"], alone["tpot_s"]) == (dis[0]["ttft_s"], dis[0]["tpot_s"])
+    code, out, _ = cli(capsys, "--model", MODEL, "--arch", "h100-sxm", "--serve", "isl=128,osl=16",
+                       "--solve", "concurrency", "--sla", "tpot=1s", "--json")
+    solved = _strict(out)["solve"]  # every admitted concurrency meets 1 s: the KV capacity binds
+    assert code == 0 and solved["value"] >= 512 and solved["binding"].startswith("the KV capacity")
+
+
+def test_disagg_unit_hangs_together(deps):
+    """TPOT = the decode pool's step + the KV transfer over osl - 1; the closed loop's throughput is
+    clients / (E2E + the host's share) (MVA: X = C / (delay + residences)); 1 prefill + 1 decode GPU
+    sit in one NVLink domain, 16 + 16 do not."""
+    spec = Disagg(1, 1, 1, 1, 1, 8)
+    pre, dec = deps[1], deps[1]
+    prefetch(pre, dec, spec, WORK)
+    r = serve_disagg(pre, dec, spec, WORK)
+    from estimator.serve.disagg import decode_tpot
+
+    assert r.fits and r.clients == 8 and r.kv_transfer_link == "nvlink"
+    assert r.tpot_s == pytest.approx(decode_tpot(dec, WORK, math.ceil(r.decode_batch)) + r.kv_transfer_s / 15)
+    host = host_demand_s(16, dec.framework.host_s_per_request, dec.framework.host_output_tokens_per_s)
+    assert r.tokens_per_s / 16 == pytest.approx(8 / (r.e2e_s + host), rel=1e-9)
+    assert r.e2e_s == pytest.approx(r.ttft_s + 15 * r.tpot_s)
+    wide = serve_disagg(pre, dec, replace(spec, prefill_workers=16, decode_workers=16), WORK, clients=8)
+    assert wide.kv_transfer_link == "network" and wide.kv_transfer_s > r.kv_transfer_s
+
+
+def test_solve_concurrency_is_the_boundary_of_the_re_estimated_model(deps):
+    from estimator.serve.solve import solve_concurrency
+
+    dep = deps[1]
+    at = {c: dep.serve(replace(WORK, concurrency=c)).tpot_s for c in (1, 64)}
+    target = (at[1] + at[64]) / 2
+    sol = solve_concurrency(dep, WORK, parse_sla(f"tpot={target * 1e3}ms"))
+    v = sol.value
+    assert 1 <= v < 64
+    assert dep.serve(replace(WORK, concurrency=v)).tpot_s == sol.at_value_s <= target
+    assert dep.serve(replace(WORK, concurrency=v + 1)).tpot_s == sol.at_next_s > target
+    assert sol.binding and f"concurrency {v}" in sol.text
+
+
+def test_sensitivity_agrees_with_re_estimated_points(deps):
+    """An elasticity e predicts TPOT at 1.05 x the figure as TPOT x 1.05^e: within 1 % of the model
+    re-priced there."""
+    from estimator.serve.sensitivity import _dram, elasticities, served
+
+    opts, work = _opts(), replace(WORK, concurrency=8)
+    rows = {r.figure: r for r in elasticities(MODEL, opts, work, only=("HBM bandwidth", "host front end"))}
+    assert set(rows) == {"HBM bandwidth", "host front end"}
+    base = deps[1].serve(work)
+    hw, fw = _dram(opts.hw, opts.framework, 1.05)
+    moved = served(MODEL, opts, work, hw, fw)
+    e = rows["HBM bandwidth"].tpot
+    assert e < 0
+    assert moved.tpot_s == pytest.approx(base.tpot_s * 1.05 ** e, rel=0.01)
+    assert moved.ttft_s == pytest.approx(base.ttft_s * 1.05 ** rows["HBM bandwidth"].ttft, rel=0.01)
+
+
+def test_fan_out_on_a_local_cluster_gives_the_serial_results():
+    from estimator.serve.fanout import SearchTask, fan_out
+
+    tasks = [SearchTask(MODEL, arch, hwdesc.load(arch).path, None, None,
+                        pipeline_for(DEFAULT_STRATEGY, hwdesc.load(arch).family), "trtllm", True, 128, 16, 1,
+                        1.0, None, disagg=False) for arch in ("h100-sxm", "b200")]
+    serial = fan_out(tasks)
+    cluster = fan_out(tasks, local=True, workers=2, processes=False)
+    assert serial == cluster and len(serial) == 2 and all(serial)
+
+
+def test_validate_disagg_reads_a_row_as_its_unit():
+    """A measured xPyD row (e2e_serving.csv.gz columns) as the unit it describes; a row the serving model
+    cannot price names why."""
+    from estimator.calibration.validate_disagg import unit_of
+
+    row = {f"{p}_{k}": v for p in ("prefill", "decode") for k, v in
+           (("num_workers", "2"), ("tp_size", "4"), ("batch_size", "1"), ("attention_dp_size", "1"),
+            ("moe_ep_size", "1"))}
+    row.update(decode_num_workers="3", decode_batch_size="48")
+    spec, clients = unit_of(row)
+    assert (spec.prefill_workers, spec.prefill_tp, spec.decode_workers, spec.decode_batch) == (2, 4, 3, 48)
+    assert clients == 3 * 48 and spec.gpus == 2 * 4 + 3 * 4
+    assert unit_of({**row, "decode_batch_size": ""}) == (None, "no batch or worker counts in the row")
+    assert unit_of({**row, "prefill_attention_dp_size": "16"})[0] is None
