@@ -58,8 +58,10 @@ def test_bad_search_input_is_one_error_line(capsys):
 def test_record_to_the_serving_model_and_pareto():
     base = _opts()
     assert options_of(Record(tp=4, concurrency=8), base).tp == 4
+    dp = options_of(Record(tp=1, attention_dp=8, ep=8), base)  # the split through Parallelism
+    assert (dp.tp, dp.parallel.attention_dp, dp.parallel.moe_tp, dp.parallel.ep) == (1, 8, 1, 8)
     with pytest.raises(SearchError):
-        options_of(Record(tp=1, attention_dp=8), base)
+        options_of(Record(tp=2, pp=2), base)
     # (tokens/s/GPU, tokens/s/user): (3, 1) and (1, 3) trade off; (1, 1) is beaten by both
     rows = [type("R", (), {"tokens_per_s_per_gpu": g, "tokens_per_s_per_user": u})() for g, u in
             ((3, 1), (1, 3), (1, 1))]

@@ -130,8 +130,8 @@ class Parallel:
     def at(self, tp: int | None = None):
         from estimator.serve.parallel import Parallelism
 
-        if not self.tp:  # --tp not given: --expert-parallel alone may still mean attention DP
-            tp = None
+        if not self.tp and tp == 1:  # --tp not given (the default 1): --expert-parallel alone may still
+            tp = None                # mean attention DP; a caller's own TP (a search, a disagg pool) holds
         given = tp if tp is not None else (self.tp[0] if self.tp else None)
         return Parallelism.from_flags(given, self.attention_dp, self.moe_tp, self.ep, self.pp)
 

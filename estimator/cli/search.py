@@ -23,7 +23,9 @@ import json
 import math
 import sys
 
+from estimator import jsonout
 from estimator.cli.options import Options, UsageError
+from estimator.version import stamped
 
 DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch")
 
@@ -124,7 +126,7 @@ def _search(opts: Options) -> int:
                            "sla": {"ttft_s": t.ttft_s, "tpot_s": t.tpot_s}, "isl": t.isl, "osl": t.osl,
                            "deployments": [r.to_json() for r in rows], "none_fit": missing}
                           for t, rows, missing in sections]}
-        print(json.dumps(out, indent=1, allow_nan=False))
+        print(jsonout.dumps(stamped(out), indent=1))
     else:
         for t, rows, missing in sections:
             print(search_text(t, rows, opts.output.top, missing))
@@ -287,8 +289,8 @@ def _disagg(opts: Options) -> int:
     prefetch(pre, dec, spec, work)
     r = serve_disagg(pre, dec, spec, work, clients)
     if opts.output.json:
-        print(json.dumps({"arch": opts.hw.name, "precision": opts.precision, "serve": r.to_json()},
-                         indent=1, allow_nan=False))
+        doc = {"arch": opts.hw.name, "precision": opts.precision, "serve": r.to_json()}
+        print(jsonout.dumps(stamped(doc), indent=1))
         return 0
     print(f"serving {opts.model.name} disaggregated on {spec.gpus} x {opts.hw.name}: {spec.label}, precision "
           f"{opts.precision or 'graph'}, {pre.framework.display_name}")
@@ -341,7 +343,7 @@ def _solve(opts: Options) -> int:
         sol = {"concurrency": solve.solve_concurrency, "batch": solve.solve_batch,
                "context": solve.solve_context}[dim](dep, work, sla)
     if opts.output.json:
-        print(json.dumps({"solve": sol.to_json()}, indent=1, allow_nan=False))
+        print(jsonout.dumps(stamped({"solve": sol.to_json()}), indent=1))
     else:
         print(sol.text)
     return 0
@@ -353,7 +355,7 @@ def _sensitivity(opts: Options) -> int:
     tp = _tp(opts)
     rows = sensitivity.elasticities(opts.model.name, opts.steps_options(tp), opts.serving.workload)
     if opts.output.json:
-        print(json.dumps({"sensitivity": [r.to_json() for r in rows]}, indent=1, allow_nan=False))
+        print(jsonout.dumps(stamped({"sensitivity": [r.to_json() for r in rows]}), indent=1))
     else:
         w = opts.serving.workload
         print(f"sensitivity of {opts.model.name} on {tp} x {opts.hw.name}, isl {w.isl}, osl {w.osl}, "

@@ -110,9 +110,9 @@ def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str)
 
 def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dram_bytes_per_s: float,
                  eff: dict, out_bytes=0.0, in_bytes=0.0):
-    """(bound_s, estimate_s, compute_s, memory_s, fixed_s) of one grouped GEMM over the active experts:
+    """(compute_s, memory_s, fixed_s, estimate_s) of one grouped GEMM over the active experts:
     `row_tiles` 128-row M tiles in all, `active` experts of `local`, each [n, k] with `wbytes` per
-    weight element; `in_bytes` / `out_bytes` its activations. Over any number type (estimator/symmath)."""
+    weight element; `in_bytes` / `out_bytes` its activations. Over any number type (estimator/symmath.py)."""
     flops = 2 * row_tiles * TILE_M * n * k
     weights = active * n * k * wbytes
     ctas = row_tiles * sm.ceil_div(n, TILE_N)

@@ -3,7 +3,7 @@ scheduler (a LocalCluster by default, or the scheduler at `--scheduler ADDRESS` 
 
 A task is a frozen record of plain values (`SearchTask`: the model name, the descriptor's path, the
 pricing choices, the workload, the budget and the SLA), so it pickles to any worker; `run_search(task)`
-builds everything from it and returns the rows as plain dicts (estimator/serve/search.Row.to_json). The
+builds everything from it and returns the rows as plain dicts (estimator/serve/search.py (Row.to_json)). The
 same function runs serially and on the cluster, so the results are identical (the pricing is
 deterministic and a worker shares no state with another). Tasks are independent: Dask schedules them
 (no hand-made pool); the rows come back in the order of the tasks.
