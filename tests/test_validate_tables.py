@@ -29,9 +29,10 @@ def _both(table: str, rows: dict, arch: str = "b200"):
     return swept, one_by_one
 
 
-@pytest.mark.parametrize("table", ["gemm", "fp8"])
+@pytest.mark.parametrize("table", ["gemm", "fp8", "nvfp4"])
 def test_gemm_rows_at_points_equal_row_by_row(table):
-    dtype = "bfloat16" if table == "gemm" else "fp8"
+    # nvfp4: the swept template is the fp4 quantize + block-scaled fp4 GEMM, as a row alone (kernel_graphs)
+    dtype = {"gemm": "bfloat16", "fp8": "fp8", "nvfp4": "nvfp4"}[table]
     rows = _rows(dtype=[dtype] * 4, m=[1, 48, 3000, 1], n=[4096, 2048, 512, 1], k=[4096, 1024, 7168, 4096])
     (b1, e1), (b2, e2) = _both(table, rows)
     np.testing.assert_allclose(e1, e2, rtol=1e-9)

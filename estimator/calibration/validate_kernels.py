@@ -343,7 +343,10 @@ def _gemm_variants(table: str) -> Variants:
             yield np.ones(len(rows["t"]), bool), model, {}, dims
             return
         for dtype in np.unique(rows["dtype"]):
-            model, retype = fp8_gemm("m", "n", "k", 128 if dtype == "fp8_block" else 0)
+            if dtype == "nvfp4":  # the fp4 quantize kernel and the block-scaled fp4 GEMM (kernel_graphs.py)
+                model, retype = kernel_graphs.nvfp4_gemm("m", "n", "k", weight_initializer=False)
+            else:
+                model, retype = fp8_gemm("m", "n", "k", 128 if dtype == "fp8_block" else 0)
             yield rows["dtype"] == dtype, model, retype, dims
     return variants
 
