@@ -47,8 +47,9 @@ MAX_WORKERS = 64  # workers per pool a search enumerates (NB: a larger pool is n
 @dataclass(frozen=True)
 class Disagg:
     """An xPyD unit: `prefill_workers` x (tp `prefill_tp`, `prefill_batch` prompts a step) and
-    `decode_workers` x (tp `decode_tp`, at most `decode_batch` requests each). Attention-DP / MoE-TP /
-    EP per pool default to 1 (the serving model prices tp only)."""
+    `decode_workers` x (tp `decode_tp`, at most `decode_batch` requests each). A pool's attention-DP
+    and EP (default 1) reach the serving model through its search record (search.options_of); the
+    search enumerates TP pools only."""
 
     prefill_workers: int = 1
     prefill_tp: int = 1

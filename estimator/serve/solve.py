@@ -26,12 +26,13 @@ import numpy as np
 
 from estimator.errors import UserError
 from estimator.serve.launch import decode_step
-from estimator.serve.serving import Workload
+from estimator.serve.serving import TTFT_TERMS, Workload
 
 DIMS = ("concurrency", "batch", "context", "gpus")
 TERMS = {"attention": "decode attention's KV read", "other": "decode GEMMs and the other decode kernels",
          "launch": "launch and scheduler", "mixed": "prefills mixed into the decode steps",
-         "queue": "queueing before the prefill", "prefill": "the prefill itself"}
+         # TTFT's own terms (serving.TTFT_TERMS), named by the head of their description
+         **{k: v.split(":")[0].split(" (")[0] for k, v in TTFT_TERMS.items()}}
 
 
 class SolveError(UserError):
@@ -78,7 +79,12 @@ def tpot_terms(dep, work: Workload, result) -> dict[str, float]:
 
 
 def ttft_terms(result) -> dict[str, float]:
-    return {"queue": result.queue_s, "prefill": result.ttft_s - result.queue_s}
+    """TTFT's parts (seconds) as the serving model sums them (ServeResult.ttft_terms, TTFT_TERMS)."""
+    return dict(result.ttft_terms)
+
+
+def _terms(metric: str, dep, work: Workload, result) -> dict[str, float]:
+    return tpot_terms(dep, work, result) if metric == "tpot" else ttft_terms(result)
 
 
 def _bisect(ok, lo: int, hi: int) -> int:
@@ -97,41 +103,45 @@ def _metric(sla) -> str:
 
 
 def _binding(metric: str, dep, base_work, base_res, work, res) -> tuple[str, dict]:
-    if metric == "tpot":
-        now, before = tpot_terms(dep, work, res), tpot_terms(dep, base_work, base_res)
-    else:
-        now, before = ttft_terms(res), ttft_terms(base_res)
+    now, before = _terms(metric, dep, work, res), _terms(metric, dep, base_work, base_res)
     grew = max(now, key=lambda k: now[k] - before.get(k, 0.0))
     return TERMS[grew], now
 
 
-def solve_concurrency(dep, work: Workload, sla) -> Solution:
+def _solve_workload(dim: str, key: str, cap: int, dep, work: Workload, sla, misses: str,
+                    capped: str) -> Solution:
+    """The largest value of the workload's `key` (1 .. `cap`) whose served result fits and meets `sla`,
+    by bisection on the exact serving model, with the term that grew most from 1 to it named."""
     metric = _metric(sla)
     target = getattr(sla, f"{metric}_s")
+
+    def at(v: int) -> Workload:
+        return replace(work, **{key: v})
+
+    def ok(v: int) -> bool:
+        r = dep.serve(at(v))
+        return r.fits and sla.met(r.ttft_s, r.tpot_s)
+
+    base = dep.serve(at(1))
+    if not ok(1):
+        return Solution(dim, None, metric, target, getattr(base, f"{metric}_s"), None, misses, {})
+    if ok(cap):
+        r = dep.serve(at(cap))
+        return Solution(dim, cap, metric, target, getattr(r, f"{metric}_s"), None, capped,
+                        _terms(metric, dep, at(cap), r))
+    v = _bisect(ok, 1, cap)
+    r, nxt = dep.serve(at(v)), dep.serve(at(v + 1))
+    binding, terms = _binding(metric, dep, at(1), base, at(v), r)
+    return Solution(dim, v, metric, target, getattr(r, f"{metric}_s"), getattr(nxt, f"{metric}_s"),
+                    binding, terms)
+
+
+def solve_concurrency(dep, work: Workload, sla) -> Solution:
     cap = min(dep.memory.max_concurrency(work.isl, work.osl), int(dep.framework.max_batch_size))
     if cap < 1:
         raise SolveError("--solve concurrency: the model does not fit this deployment")
-
-    def serve(c):
-        return dep.serve(replace(work, concurrency=c))
-
-    def ok(c):
-        r = serve(c)
-        return sla.met(r.ttft_s, r.tpot_s)
-
-    one = serve(1)
-    if not ok(1):
-        return Solution("concurrency", None, metric, target, getattr(one, f"{metric}_s"), None,
-                        "even one request misses it", {})
-    if ok(cap):
-        r = serve(cap)
-        return Solution("concurrency", cap, metric, target, getattr(r, f"{metric}_s"), None,
-                        "the KV capacity (admitted concurrency)", tpot_terms(dep, work, r))
-    v = _bisect(ok, 1, cap)
-    r, nxt = serve(v), serve(v + 1)
-    binding, terms = _binding(metric, dep, replace(work, concurrency=1), one, replace(work, concurrency=v), r)
-    return Solution("concurrency", v, metric, target, getattr(r, f"{metric}_s"), getattr(nxt, f"{metric}_s"),
-                    binding, terms)
+    return _solve_workload("concurrency", "concurrency", cap, dep, work, sla, "even one request misses it",
+                           "the KV capacity (admitted concurrency)")
 
 
 def decode_step_s(dep, work: Workload, batch: int) -> float:
@@ -166,33 +176,12 @@ def solve_batch(dep, work: Workload, sla) -> Solution:
 
 
 def solve_context(dep, work: Workload, sla) -> Solution:
-    metric = _metric(sla)
-    target = getattr(sla, f"{metric}_s")
     # the longest prompt whose sequences (isl + osl) of this concurrency fit
     cap = dep.memory.longest_context(work.concurrency) - work.osl
     if cap < 1:
         raise SolveError("--solve context: no context fits this concurrency")
-
-    def serve(isl):
-        return dep.serve(replace(work, isl=isl))
-
-    def ok(isl):
-        r = serve(isl)
-        return r.fits and sla.met(r.ttft_s, r.tpot_s)
-
-    base = serve(1)
-    if not ok(1):
-        return Solution("context", None, metric, target, getattr(base, f"{metric}_s"), None,
-                        "even a one-token prompt misses it")
-    if ok(cap):
-        r = serve(cap)
-        return Solution("context", cap, metric, target, getattr(r, f"{metric}_s"), None,
-                        "the KV capacity (longest context)")
-    v = _bisect(ok, 1, cap)
-    r, nxt = serve(v), serve(v + 1)
-    binding, terms = _binding(metric, dep, replace(work, isl=1), base, replace(work, isl=v), r)
-    return Solution("context", v, metric, target, getattr(r, f"{metric}_s"), getattr(nxt, f"{metric}_s"),
-                    binding, terms)
+    return _solve_workload("context", "isl", cap, dep, work, sla, "even a one-token prompt misses it",
+                           "the KV capacity (longest context)")
 
 
 def solve_gpus(at_tp, work: Workload, sla, tps=(1, 2, 4, 8, 16, 32, 64)) -> Solution:
@@ -206,7 +195,7 @@ def solve_gpus(at_tp, work: Workload, sla, tps=(1, 2, 4, 8, 16, 32, 64)) -> Solu
             continue
         r = dep.serve(work)
         if sla.met(r.ttft_s, r.tpot_s):
-            terms = tpot_terms(dep, work, r) if metric == "tpot" else ttft_terms(r)
+            terms = _terms(metric, dep, work, r)
             binding = TERMS[max(terms, key=terms.get)]
             return Solution("gpus", tp, metric, target, getattr(r, f"{metric}_s"),
                             None if last is None else last, binding, terms)
