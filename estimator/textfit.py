@@ -68,6 +68,7 @@ def fit_table(rows: Sequence[Sequence[str]], align: str, clip: Sequence[int] = (
     def total() -> int:
         return sum(widths[i] for i in kept) + 2 * (len(kept) - 1)
 
+    full = {c: ([r[c] for r in rows], widths[c]) for c in clip}  # the clipped columns' whole text
     if limit is not None and total() > limit:
         for c in clip:
             over = total() - limit
@@ -82,6 +83,14 @@ def fit_table(rows: Sequence[Sequence[str]], align: str, clip: Sequence[int] = (
             if total() <= limit or len(kept) == 1:
                 break
             kept.remove(c)
+        for c in clip:  # what dropping a column freed goes back to the clipped names
+            spare = limit - total()
+            texts, whole = full[c]
+            if c in kept and spare > 0 and widths[c] < whole:
+                widths[c] = min(whole, widths[c] + spare)
+                for r, text in zip(rows[1:], texts[1:], strict=True):
+                    r[c] = clip_left(text, widths[c])
+                rows[0][c] = texts[0] if len(texts[0]) <= widths[c] else texts[0].split()[0][:widths[c]]
     out = []
     for r in rows:
         cells = [r[i].ljust(widths[i]) if align[i] == "l" else r[i].rjust(widths[i]) for i in kept]

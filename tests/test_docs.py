@@ -33,7 +33,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ELLIPSIS = "\u2026"
-DOC_COLUMNS = 240
+DOC_COLUMNS = 100
 NOT_RUN = re.compile(r"\s+#\s*not run:\s*(.*)$")
 NEEDS = re.compile(r"\s+#\s*needs:\s*(\S+)\s*$")
 

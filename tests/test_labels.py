@@ -211,6 +211,31 @@ def test_tables_fit_the_terminal_and_wide_shows_everything(capsys, monkeypatch):
     assert "waves (fill) util" in wide and "--wide for" not in wide
 
 
+def test_a_dropped_columns_room_goes_back_to_the_clipped_names():
+    """Hand-sized: 40 columns; the name (30) and its two 10-wide neighbours (two spaces apart) need 54.
+    The name is clipped to CLIP_MIN (24): 48 > 40, so the last column goes (36); the 4 columns that frees
+    go back to the name (28 characters: '...' and its last 25)."""
+    from estimator.textfit import CLIP_MIN, fit_table
+
+    name = "/model/layers.0/mlp/up_proj/MatMul"[:30]
+    rows = [["kernel", "a", "b"], [name, "1" * 10, "2" * 10]]
+    lines = fit_table(rows, "lrr", clip=(0,), columns=40)
+    assert CLIP_MIN == 24 and len(lines[1]) == 40
+    assert lines[1] == "..." + name[-25:] + "  " + "1" * 10
+    assert lines[-1] == "(--wide for 1 more column(s): b)"
+
+
+def test_a_gpu_sweep_keeps_its_speedup_column(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = cli(capsys, "--model", "llama-tiny", "--precision", "bf16", "--arch", "h100-sxm,b200",
+                         "--sweep", "seq=128:1024:x2")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    head = next(line for line in lines if line.startswith("arch"))
+    assert head.split()[-1] == "speedup"
+
+
 def test_numbers_carry_si_prefixes(capsys):
     from estimator.textfit import si
 

@@ -128,3 +128,17 @@ def test_bad_options(capsys):
     assert_one_error_line(*cli(capsys, "profile", path, "--dim", "seq=8")[::2], "give --model too")
     assert_one_error_line(*cli(capsys, "profile", path, "--model", "nope")[::2], "neither an .onnx file")
     assert_one_error_line(*cli(capsys, "profile", path, "--arch", "z900")[::2], "z900")
+
+
+def test_an_unwritable_report_fails_before_the_profile_is_read(capsys, monkeypatch):
+    import estimator.profile.load
+
+    def never(*a, **k):
+        raise AssertionError("read the profile before the --report path was checked")
+
+    monkeypatch.setattr(estimator.profile.load, "load", never)
+    path = str(DATA / "nsys_export_h100_nvfuser_matmul.sqlite")
+    code, _, err = cli(capsys, "profile", path, "--model", "gpt2-small", "--report", "/nonexistent/r.html")
+    assert_one_error_line(code, err, "--report /nonexistent/r.html: no such directory")
+    code, _, err = cli(capsys, "profile", path, "--report", "r.html")
+    assert_one_error_line(code, err, "give --model too")

@@ -13,7 +13,7 @@ from cdp import Browser, find_chromium
 from test_seams_serve import SERVE
 
 from estimator.report import figures, html
-from estimator.report.recommendation import Recommendation
+from estimator.report.recommendation import Recommendation, distinct_actions
 
 WIDTH, HEIGHT = 1280, 800
 
@@ -68,10 +68,25 @@ def test_evidence_and_dedupe_by_hand():
     b = Recommendation("serve on tp 4: lower TPOT", ("--tp", "4"), 5.05e-3, 8.6e-4, 14.5, "r", {},
                        metric="tpot_s")  # the same what-if (same flags), another metric
     c = Recommendation("run on b200", ("--arch", "b200"), 3e-3, 2e-3, 40.0, "r", {})
-    assert html.distinct_actions([a, b, c]) == [(a, [b]), (c, [])]
+    assert distinct_actions([a, b, c]) == [(a, [b]), (c, [])]
     section = html.recommendations_section([a, b, c], 5e-3, 0.02)
     assert "serve on tp 4</td>" in section and "serve on tp 4: lower TPOT" not in section
     assert "also TPOT -860 us (14.5%)" in section
+
+
+def test_terminal_recommendations_list_each_what_if_once():
+    from estimator.cli.report import format_recommendations
+
+    a = Recommendation("serve on tp 4", ("--tp", "4"), 7e-4, 1.3e-4, 15.5, "r", {},
+                       metric="s_per_token_per_gpu")
+    b = Recommendation("serve on tp 4: lower TPOT", ("--tp", "4"), 5.05e-3, 8.6e-4, 14.5, "r", {},
+                       metric="tpot_s")  # the same what-if by another metric, ranked below the threshold
+    c = Recommendation("run on b200", ("--arch", "b200"), 3e-3, 2e-3, 40.0, "r", {})
+    d = Recommendation("run on h200", ("--arch", "h200"), 4e-3, 1e-3, 20.0, "r", {})
+    text = format_recommendations([a, c], [a, b, c, d], 5e-3, 0.02)
+    assert text.count("--tp 4") == 1 and "serve on tp 4: lower TPOT" not in text
+    assert "also TPOT -860 us (14.5%)" in text  # the hidden metric of a shown what-if joins its line
+    assert text.rstrip().endswith("also estimated, not shown (time change): run on h200 -20.0%")
 
 
 def test_long_tables_collapse(monkeypatch, page):

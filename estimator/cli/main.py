@@ -134,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def list_archs() -> str:
     import hwdesc
+    from estimator.textfit import fit_table
 
-    rows = [f"{'arch':<14}{'name':<34}{'SMs':>5}{'bf16 TF/s':>11}{'fp8 TF/s':>10}{'fp4 TF/s':>10}"
-            f"{'fp32 TF/s':>11}{'DRAM TB/s':>11}{'L2 MB':>8}"]
+    rows = [["arch", "name", "SMs", "bf16 TF/s", "fp8 TF/s", "fp4 TF/s", "fp32 TF/s", "DRAM TB/s", "L2 MB"]]
     for name in hwdesc.list_archs():
         hw = hwdesc.load(name)
         tc = hw.tensor_flops_per_s
@@ -144,23 +144,33 @@ def list_archs() -> str:
         def tf(key: str, peaks=tc) -> str:
             return f"{peaks[key] / 1e12:.0f}" if key in peaks else "-"
 
-        rows.append(f"{name:<14}{hw.display_name[:33]:<34}{hw.sm_count:>5}{tf('bf16'):>11}{tf('fp8'):>10}"
-                    f"{tf('fp4'):>10}{hw.cuda_flops_per_s['fp32'] / 1e12:>11.1f}"
-                    f"{hw.dram_bytes_per_s / 1e12:>11.2f}{hw.l2_bytes / 2**20:>8.0f}")
+        rows.append([name, hw.display_name, str(hw.sm_count), tf("bf16"), tf("fp8"), tf("fp4"),
+                     f"{hw.cuda_flops_per_s['fp32'] / 1e12:.1f}", f"{hw.dram_bytes_per_s / 1e12:.2f}",
+                     f"{hw.l2_bytes / 2**20:.0f}"])
     aliases = ", ".join(f"{a} = {t}" for a, t in sorted(hwdesc.ALIASES.items()))
-    rows.append(f"aliases: {aliases}; any path to a .yaml descriptor works too")
-    return "\n".join(rows)
+    # the terminal's width: the names keep their tail, then fp32 and L2 give way before the tensor peaks
+    return "\n".join([*fit_table(rows, "llrrrrrrr", clip=(1,), drop=(6, 8, 5, 2)),
+                      f"aliases: {aliases}; any path to a .yaml descriptor works too"])
 
 
 def list_models() -> str:
+    import textwrap
+
     import models
+    from estimator.textfit import width
 
     specs = models.list_models()
-    width = max(len(s.name) for s in specs) + 2
+    indent = max(len(s.name) for s in specs) + 2
+    limit = width()
     lines = []
     for s in specs:
         dims = ", ".join(f"{k}={v}" for k, v in s.default_dims.items())
-        lines.append(f"{s.name:<{width}}{s.description}  [default dims: {dims}]")
+        text = f"{s.description}  [default dims: {dims}]"
+        if limit is None or indent + len(text) <= limit:
+            lines.append(f"{s.name:<{indent}}{text}")
+        else:  # the description wrapped under itself, the names in one column
+            body = textwrap.wrap(text, max(40, limit - indent), break_on_hyphens=False)
+            lines += [f"{s.name:<{indent}}{body[0]}", *(" " * indent + b for b in body[1:])]
     return "\n".join(lines)
 
 
@@ -171,11 +181,13 @@ def run(argv: list[str] | None) -> int:
 
         return importlib.import_module(SUBCOMMANDS[argv[0]]).run(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.list_archs:
-        print(list_archs())
-        return 0
-    if args.list_models:
-        print(list_models())
+    if args.list_archs or args.list_models:
+        import contextlib
+
+        from estimator.textfit import fitted
+
+        with fitted(None) if args.wide else contextlib.nullcontext():
+            print(list_archs() if args.list_archs else list_models())
         return 0
     with cyclic_gc_paused(freeze=True):  # start-up: imports and the GPUs live until exit (gc_pause.py)
         opts = from_args(args)  # the one read of the Namespace: every mode takes `opts`

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion", default="none", help="fusion strategy of the estimate (default none)")
     p.add_argument("--roofline", action="store_true", help="roofline estimate (no tile plans)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--wide", action="store_true",
+                   help="every table column whole (default: tables fit the terminal's width, COLUMNS)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="kernels in the tables (default 15)")
     p.add_argument("--recommend", action="store_true",
                    help="with --model: list kernels far from their estimate or their peak, with the counter")
@@ -88,6 +90,14 @@ def from_args(a: argparse.Namespace) -> ProfileOptions:
         raise ProfileUsageError("--top must be at least 1")
     if a.dim and not a.model:
         raise ProfileUsageError("--dim binds the dims of --model; give --model too")
+    if (a.recommend or a.report) and not a.model:
+        raise ProfileUsageError("--recommend and --report compare with an estimate: give --model too")
+    if a.report:  # checked before the profile is read and the model estimated (as the main mode does)
+        from estimator.cli.options import check_writable
+
+        if not a.report.lower().endswith((".html", ".htm")):
+            raise ProfileUsageError(f"--report {a.report}: use a file name ending in .html")
+        check_writable("--report", a.report)
     arch = None
     if a.arch:
         from estimator.truth.host import (
@@ -152,11 +162,21 @@ def _estimate(opts: ProfileOptions, profile):
 
 
 def run(argv: list[str]) -> int:
+    import contextlib
+
+    from estimator.textfit import fitted
+
+    args = build_parser().parse_args(argv)
+    with fitted(None) if args.wide else contextlib.nullcontext():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from estimator.profile import report
     from estimator.profile.analysis import analyse
     from estimator.profile.load import load
 
-    opts = from_args(build_parser().parse_args(argv))
+    opts = from_args(args)
     profile = load(opts.file)
     result = proto = joined = None
     if opts.model:
@@ -203,8 +223,7 @@ def _findings(opts: ProfileOptions, a, result, joined):
     from estimator.report.recommend import Context, considered, shown
     from passes import pipeline_for
 
-    if result is None:
-        raise ProfileUsageError("--recommend and --report compare with an estimate: give --model too")
+    assert result is not None  # from_args refused --recommend / --report without --model
     if opts.recommend_threshold < 0:
         raise ProfileUsageError(f"--recommend-threshold {opts.recommend_threshold:g}: must be >= 0")
     graph, dims = joined
@@ -214,8 +233,6 @@ def _findings(opts: ProfileOptions, a, result, joined):
     threshold = opts.recommend_threshold / 100
     recs = shown(found, ctx.total_s, threshold)
     if opts.report:
-        if not opts.report.lower().endswith((".html", ".htm")):
-            raise ProfileUsageError(f"--report {opts.report}: use a file name ending in .html")
         title = f"{opts.model} on {result.hw.name}, measured: {opts.file}"
         measured.write_html(opts.report, ctx, title, recs if opts.recommend else None, threshold, found,
                             ctx.profile)

@@ -258,6 +258,7 @@ def write_report(opts: Options, ctx, recs, threshold: float, found=(), title: st
 
 
 def format_recommendations(recs, found, total_s: float, threshold: float) -> str:
+    from estimator.report.recommendation import action_key, distinct_actions
     from estimator.report.table import show
 
     def metric(r) -> str:
@@ -267,12 +268,21 @@ def format_recommendations(recs, found, total_s: float, threshold: float) -> str
                  f"{show(total_s, 's')}):"]
     if not recs:
         lines.append("  none")
-    for i, r in enumerate(recs, 1):
+    # one line per what-if, with the other metrics it was estimated by (shown or not) on the same line
+    shown = distinct_actions(list(recs) + [r for r in found if r not in recs and
+                                           action_key(r) in {action_key(x) for x in recs}])
+    for i, (r, same) in enumerate(shown, 1):
         flags = f"  [{' '.join(r.flags)}]" if r.flags else ""
+        also = "".join(f"; also {metric(o)}-{show(o.gain_s, 's')} ({o.gain_pct:.1f}%)" for o in same)
         lines.append(f"{i:>3}. {r.action}: {metric(r)}-{show(r.gain_s, 's')} ({r.gain_pct:.1f}%) -> "
-                     f"{show(r.estimate_s, 's')}{flags}")
+                     f"{show(r.estimate_s, 's')}{also}{flags}")
         lines.append(f"     {r.reason}")
-    hidden = [r for r in found if r not in recs]
+    listed = {action_key(r) for r, _ in shown}
+    hidden = []
+    for r in found:  # the what-ifs not listed above, each once
+        if r not in recs and action_key(r) not in listed:
+            listed.add(action_key(r))
+            hidden.append(r)
     if hidden:
         rest = ", ".join(f"{r.action} {-r.gain_pct:+.1f}%" for r in hidden[:8])
         more = f" and {len(hidden) - 8} more" if len(hidden) > 8 else ""

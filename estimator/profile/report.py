@@ -10,6 +10,7 @@ validate_report's table and JSON, the same report as `--validate`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -190,22 +191,21 @@ def wrap(text: str, width: int) -> list[str]:
     return [*lines, text]
 
 
-def _table(rows: list[list[str]], align: str) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  ".join(
-            c.ljust(w) if al == "l" else c.rjust(w) for c, w, al in zip(r, widths, align, strict=True)
-        ).rstrip()
-        for r in rows
-    ]
+def _table(rows: list[list[str]], align: str, drop: Sequence[int] | None = None) -> list[str]:
+    """Columns fitted to the terminal (estimator/textfit.py; --wide keeps them all)."""
+    from estimator.textfit import fit_table
+
+    return fit_table(rows, align, drop=drop)
 
 
 def to_table(a: Analysis, top: int = 15) -> str:
     p = a.profile
     launches, measured = sum(k.instances for k in p.kernels), p.total_s
+    from estimator.textfit import wrap as fit_lines  # prose lines wrapped at the terminal's width
+
     lines = [
-        f"{p.path} ({p.format}): {launches} kernel launches, {show(measured, 's')} measured"
-        + (f" over {p.runs} runs" if p.runs > 1 else ""),
+        *fit_lines(f"{p.path} ({p.format}): {launches} kernel launches, {show(measured, 's')} measured"
+                   + (f" over {p.runs} runs" if p.runs > 1 else "")),
         f"GPU: {a.hw.display_name + ' (' + a.hw.name + '), ' if a.hw is not None else ''}{a.hw_note}",
     ]
     lines += [f"warning: {w}" for w in [*p.warnings, *a.warnings]]
@@ -219,14 +219,14 @@ def to_table(a: Analysis, top: int = 15) -> str:
         )
         lines += [
             "",
-            f"timeline: span {show(t.span_s, 's')}, GPU busy {show(t.busy_s, 's')}, idle "
+            *fit_lines(f"timeline: span {show(t.span_s, 's')}, GPU busy {show(t.busy_s, 's')}, idle "
             f"{show(t.idle_s, 's')} ({_pct(t.idle_s / t.span_s if t.span_s else 0)}); {lat}"
             f"waiting for launches {_pct(t.launch_overhead_share)} of the span"
             + (
                 f"; communication {show(t.comm_s, 's')}, {_pct(t.comm_overlap_share)} overlapped with compute"
                 if t.comm_s
                 else ""
-            ),
+            )),
         ]
         srows = [["device", "stream", "kernels", "busy", "gaps", "gap count", "median gap", "max gap"]]
         for s in t.streams[:top]:
@@ -282,7 +282,8 @@ def to_table(a: Analysis, top: int = 15) -> str:
     lines += [
         "",
         f"top {min(top, len(gs))} of {len(gs)} kernels by time (% of peak):",
-        *_table(rows, "llrrrrrrrrl"),
+        # narrower than the table: occupancy and the L2 columns give way before the bottleneck's words
+        *_table(rows, "llrrrrrrrrl", drop=(9, 8, 7, 10, 6, 5, 4)),
     ]
     if a.validation is not None:
         from estimator.report import validation as validate_report

@@ -22,6 +22,7 @@ import sympy
 
 from estimator.estimate import Result, group_totals
 from estimator.report import figures
+from estimator.report.recommendation import distinct_actions
 from estimator.report.table import jsonable, show
 
 CSS = """
@@ -182,20 +183,6 @@ def _value(key: str, v: Any) -> str:
 
 def _evidence(ev: Mapping[str, Any]) -> str:
     return "; ".join(f"{k}: {_value(k, v)}" for k, v in ev.items())
-
-
-def distinct_actions(recs: Sequence) -> list[tuple[Any, list]]:
-    """The recommendations with one row per action (the same flags, or the same words where a what-if has
-    no flags): the first (highest ranked) with the others of that action, which measure the same what-if
-    by another metric (serving on tp 4 at concurrency 32 saves GPU-s per token and TPOT alike)."""
-    rows: dict[tuple, tuple[Any, list]] = {}
-    for r in recs:
-        key = tuple(r.flags) if r.flags else (r.action,)
-        if key in rows:
-            rows[key][1].append(r)
-        else:
-            rows[key] = (r, [])
-    return list(rows.values())
 
 
 def recommendations_section(recs: Sequence, total_s: float, threshold: float, also: Sequence = ()) -> str:

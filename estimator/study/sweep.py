@@ -363,8 +363,11 @@ def format_table(runs: Sequence[Points], max_rows: int = 60) -> str:
         if multi:
             row.append(f"{float(first.estimate_s[i]) / est:.2f}x" if est else "-")
         rows.append(row)
-    # the terminal's width (estimator/textfit.py): the last share columns go first
-    lines = fit_table(rows, ("l" if multi else "") + "r" * (len(head) - multi))
+    # the terminal's width (estimator/textfit.py): the last share columns go first, the speedup (the point
+    # of comparing GPUs) stays
+    n = len(head)
+    drop = [*range(n - 2, 0, -1), n - 1] if multi else None
+    lines = fit_table(rows, ("l" if multi else "") + "r" * (n - multi), drop=drop)
     fixed = ", ".join(f"{k}={v}" for k, v in first.fixed.items()) or "none"
     legend = [f"precision {first.precision}; fixed dims: {fixed}; shares are of the estimate "
               f"(limiter: of the kernels with that limiter at that point; attn/mlp: see "
