@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import onnx
 import pytest
 import sympy
@@ -110,3 +111,36 @@ def test_stored_format_of_a_non_weight_is_a_user_error():
     graph = hf_config.build_graph(_tiny_oss(""))
     with pytest.raises(UserError, match="not a weight"):
         stored_formats.apply(graph, {"logits": "mxfp4"})
+
+
+def test_weight_only_tile_follows_vllm_marlin_moe_rule():
+    from estimator.pricing.moe import TILE_M, weight_only_tile_m
+
+    # vLLM fused_marlin_moe: the smallest of 8, 16, 32, 48, 64 with rows per expert / tile < 0.9, else 64
+    assert weight_only_tile_m(8 * 4 / 128) == 8  # gpt-oss decode, batch 8, top-4 of 128: 0.25 < 7.2
+    assert weight_only_tile_m(7.2) == 16  # 7.2 / 8 = 0.9 is not < 0.9
+    assert weight_only_tile_m(20.0) == 32  # 20 / 16 = 1.25, 20 / 32 = 0.625
+    assert weight_only_tile_m(1000.0) == 64  # past every threshold: the last tile
+    assert list(weight_only_tile_m(np.array([0.5, 14.0, 40.0]))) == \
+        [8.0, 16.0, 48.0]  # on arrays of points: 14 / 16 = 0.875; 40 / 32 = 1.25, 40 / 48 = 0.83
+    b = sympy.Symbol("batch", positive=True)
+    assert weight_only_tile_m(b / 4).subs(b, 8) == 8  # symbolic rows: a Piecewise in the dim
+    assert TILE_M == 128  # float experts keep the 128-row tile
+
+
+def _moe_tiles(result) -> list[str]:
+    return [p.kernel.tile.tile for p in result.kernels
+            if p.kernel.kind == "moe" and p.kernel.tile is not None]
+
+
+def test_mxfp4_experts_price_with_the_weight_only_tile():
+    graph = hf_config.build_graph(_tiny_oss(), decode=True)
+    result = estimate(graph, H100, precision="bf16", dims={"batch": 1, "past_seq": 16},
+                      pipeline=pipeline_for("tensorrt"))
+    tiles = _moe_tiles(result)
+    assert tiles and all(t == "grouped 8x128 moe" for t in tiles)  # 1 row per expert: Marlin's 8-row tile
+    graph = hf_config.build_graph(_tiny_oss(""), decode=True)  # bf16 experts: the 128-row grouped GEMM
+    result = estimate(graph, H100, precision="bf16", dims={"batch": 1, "past_seq": 16},
+                      pipeline=pipeline_for("tensorrt"))
+    tiles = _moe_tiles(result)
+    assert tiles and all(t == "grouped 128x128 moe" for t in tiles)

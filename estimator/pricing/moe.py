@@ -39,6 +39,7 @@ Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
 from __future__ import annotations
 
 import numpy as np
+import sympy
 
 from estimator import symmath as sm
 
@@ -46,6 +47,12 @@ MOE_KEYS = ("moe_fixed_s", "moe_gemm_s", "moe_tensor", "moe_dram", "moe_overlap"
             "moe_cta_stream", "moe_rows")
 TILE_M = 128
 TILE_N = 128
+# M tiles of a weight-only (W4A16: stored MXFP4 / int4 weights, bf16 activations) grouped GEMM, as vLLM's
+# fused_marlin_moe picks one per call: the smallest of these with rows per expert / tile < 0.9, else the
+# last (vllm/model_executor/layers/fused_moe/fused_marlin_moe.py "M block size selection logic"; vLLM runs
+# gpt-oss's MXFP4 experts on Hopper through this W4A16 Marlin path)
+WEIGHT_ONLY_TILES_M = (8, 16, 32, 48, 64)
+WEIGHT_ONLY_FILL = 0.9
 POWER_LAW_DRAWS = 8  # seeded draws of the benchmark's power-law generator averaged per row
 # weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
 # scale byte per 32 (mx) or 16 (nv) elements
@@ -108,12 +115,25 @@ def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str)
     return np.full(max(int(round(active)), 1), a / ep / max(active, 1e-9))
 
 
+def weight_only_tile_m(rows_per_expert):
+    """The M tile of a weight-only grouped GEMM (WEIGHT_ONLY_TILES_M) for `rows_per_expert` routed rows
+    per local expert (tokens x top_k / experts): a number, an array of points or a sympy expression."""
+    tiles = WEIGHT_ONLY_TILES_M
+    if sm.is_sym(rows_per_expert):
+        return sympy.Piecewise(*[(t, rows_per_expert < WEIGHT_ONLY_FILL * t) for t in tiles[:-1]],
+                               (tiles[-1], True))
+    x = np.asarray(rows_per_expert, dtype=float)
+    out = np.select([x < WEIGHT_ONLY_FILL * t for t in tiles[:-1]], tiles[:-1], tiles[-1]).astype(float)
+    return out if out.ndim else float(out)
+
+
 def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dram_bytes_per_s: float,
-                 eff: dict, out_bytes=0.0, in_bytes=0.0):
+                 eff: dict, out_bytes=0.0, in_bytes=0.0, tile_m=TILE_M):
     """(compute_s, memory_s, fixed_s, estimate_s) of one grouped GEMM over the active experts:
-    `row_tiles` 128-row M tiles in all, `active` experts of `local`, each [n, k] with `wbytes` per
-    weight element; `in_bytes` / `out_bytes` its activations. Over any number type (estimator/symmath.py)."""
-    flops = 2 * row_tiles * TILE_M * n * k
+    `row_tiles` M tiles of `tile_m` rows in all (128; a weight-only GEMM's: weight_only_tile_m), `active`
+    experts of `local`, each [n, k] with `wbytes` per weight element; `in_bytes` / `out_bytes` its
+    activations. Over any number type (estimator/symmath.py)."""
+    flops = 2 * row_tiles * tile_m * n * k
     weights = active * n * k * wbytes
     ctas = row_tiles * sm.ceil_div(n, TILE_N)
     fill = sm.minimum(1.0, eff["moe_cta_stream"] * sm.maximum(ctas, 1) / sm_count)

@@ -32,7 +32,7 @@ import sympy
 from estimator import symmath as sm
 from estimator.cost.moe import expected_active_experts
 from estimator.cost.registry import ALU, CUDA, TENSOR, Work, traffic
-from estimator.dtypes import itemsize
+from estimator.dtypes import STORED_FORMATS, itemsize
 from estimator.ir import Graph
 from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
@@ -476,17 +476,22 @@ def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> T
     k = w.numel / (w.shape[0] * n)
     wbytes = traffic(w) / w.numel
     active = expected_active_experts(experts, top_k, tokens)
-    row_tiles = active * sm.ceil(tokens * top_k / (active * moe.TILE_M))
+    # stored block-scaled experts (MXFP4) run weight-only (W4A16: the MMA at the activations' dtype) with
+    # the small M tiles vLLM's Marlin MoE picks from the rows per expert; other dtypes the 128-row tile
+    tile_m = (moe.weight_only_tile_m(tokens * top_k / experts) if w.dtype in STORED_FORMATS
+              else moe.TILE_M)
+    row_tiles = active * sm.ceil(tokens * top_k / (active * tile_m))
     weights = active * n * k * wbytes
     act = sm.maximum(kernel.work.dram_bytes - weights, 0)
     peak = unit_peak(hw, *unit)
     compute, memory, fixed, time = moe.grouped_gemm(row_tiles, active, experts, n, k, wbytes, peak,
                                                     hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency),
-                                                    out_bytes=act)
+                                                    out_bytes=act, tile_m=tile_m)
     util = kernel.work.flops[unit] / (time * peak)
     ctas = row_tiles * sm.ceil_div(n, moe.TILE_N)
     # the experts' weights stream from DRAM (no L2 term of their own: pricing/moe.py)
-    return _plan("gemm", f"grouped {moe.TILE_M}x{moe.TILE_N} moe", ctas, None, None, util, time, compute,
+    tile = f"{int(tile_m)}" if sm.numeric(tile_m) and np.ndim(tile_m) == 0 else "m"
+    return _plan("gemm", f"grouped {tile}x{moe.TILE_N} moe", ctas, None, None, util, time, compute,
                  memory, 0.0, fixed, res)
 
 
