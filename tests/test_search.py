@@ -3,7 +3,7 @@ disagg.py, solve.py, sensitivity.py; estimator/cli/search.py), on llama-tiny (2 
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -247,3 +247,35 @@ def test_disagg_units_of_mixed_pools():
     out = units(4, [record(1), record(1, 2, ep=2)])
     assert len(out) == 3 + 1 + 1 + 1 and all(u.gpus == 4 for u in out)
     assert Disagg(2, 1, 1, 1, 1, 1, 1, 2, 1, 2) in out and Disagg(1, 1, 1, 2, 1, 1, 2, 1, 2, 1) in out
+
+
+def test_attention_dp_and_ep_rows_re_estimate_alone(capsys):
+    """A MoE model's search lists attention-DP / EP / MoE-TP layouts; each such row, re-estimated alone
+    with the flags its engine settings name (--tp, --attention-dp, --expert-parallel, --moe-tp, --serve at
+    the row's concurrency), gives the row's TTFT and TPOT; a disaggregated unit of attention-DP pools
+    through --disagg ... prefill_adp=,decode_adp=,*_ep= is served like the search's record of it."""
+    base = ["--model", "mixtral-8x7b", "--arch", "h200"]
+    code, out, _ = cli(capsys, *base, "--search", "gpus=2", "--serve", "isl=512,osl=64", "--sla", "tpot=1s",
+                       "--json")
+    assert code == 0
+    rows = _strict(out)["search"][0]["deployments"]
+    labels = {r["label"] for r in rows}
+    assert {"tp 1 adp 2 ep 2", "tp 1 adp 2 moe-tp 2", "tp 2 ep 2"} <= labels
+    for label in ("tp 1 adp 2 ep 2", "tp 1 adp 2 moe-tp 2", "tp 2 ep 2"):
+        r = next(r for r in rows if r["label"] == label)
+        st = r["settings"]
+        flags = ["--tp", str(st["tp_size"]), "--attention-dp", str(st["attention_dp_size"]),
+                 "--expert-parallel", str(st["ep_size"]), "--moe-tp", str(st["moe_tp_size"])]
+        code, out, _ = cli(capsys, *base, *flags, "--serve", f"isl=512,osl=64,concurrency={r['concurrency']}",
+                           "--json")
+        alone = _strict(out)
+        assert code == 0 and alone["parallel"]["gpus"] == 2
+        assert (alone["serve"]["ttft_s"], alone["serve"]["tpot_s"]) == (r["ttft_s"], r["tpot_s"])
+    spec = Disagg(1, 1, 1, 1, 1, 4, prefill_attention_dp=2, decode_attention_dp=2, prefill_ep=2, decode_ep=2)
+    code, out, _ = cli(capsys, *base, "--serve", "isl=512,osl=64", "--disagg",
+                       "prefill=1xtp1,decode=1xtp1,decode_batch=4,prefill_adp=2,decode_adp=2,prefill_ep=2,"
+                       "decode_ep=2", "--json")
+    served = _strict(out)["serve"]
+    assert code == 0 and served["disagg"] == asdict(spec)
+    assert served["gpus"] == 2 + 2 and served["clients"] == 2 * 4
+

@@ -27,7 +27,8 @@ from estimator import jsonout
 from estimator.cli.options import Options, UsageError
 from estimator.version import stamped
 
-DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch")
+DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch", "prefill_adp", "decode_adp",
+               "prefill_ep", "decode_ep")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -236,7 +237,8 @@ def plot_front(sections, path: str) -> None:
 # --- one disaggregated unit -----------------------------------------------------------------------------
 
 def parse_disagg(text: str):
-    """`prefill=XxtpN,decode=YxtpM[,prefill_batch=K][,decode_batch=B]` -> Disagg."""
+    """`prefill=XxtpN,decode=YxtpM[,prefill_batch=K][,decode_batch=B][,prefill_adp=A][,prefill_ep=E]
+    [,decode_adp=A][,decode_ep=E]` -> Disagg (a worker is tp x adp GPUs; batches per attention-DP rank)."""
     from estimator.serve.disagg import Disagg
 
     values: dict[str, str] = {}
@@ -244,7 +246,8 @@ def parse_disagg(text: str):
         key, sep, value = item.partition("=")
         if not sep or key not in DISAGG_KEYS:
             raise UsageError(f"--disagg {text!r}: expected prefill=XxtpN,decode=YxtpM[,prefill_batch=K]"
-                             f"[,decode_batch=B], got {item!r}")
+                             f"[,decode_batch=B][,prefill_adp=A,prefill_ep=E,decode_adp=A,decode_ep=E], "
+                             f"got {item!r}")
         values[key] = value.strip().lower()
 
     def pool(key: str) -> tuple[int, int]:
@@ -269,7 +272,9 @@ def parse_disagg(text: str):
         return v
 
     (x, tp_p), (y, tp_d) = pool("prefill"), pool("decode")
-    return Disagg(x, tp_p, count("prefill_batch", 1), y, tp_d, count("decode_batch", 1))
+    return Disagg(x, tp_p, count("prefill_batch", 1), y, tp_d, count("decode_batch", 1),
+                  count("prefill_adp", 1), count("decode_adp", 1), count("prefill_ep", 1),
+                  count("decode_ep", 1))
 
 
 def _disagg(opts: Options) -> int:
@@ -277,15 +282,18 @@ def _disagg(opts: Options) -> int:
 
     from estimator.serve.deploy import Deployment
     from estimator.serve.disagg import prefetch, serve_disagg
+    from estimator.serve.search import options_of, pools
 
     spec = parse_disagg(opts.search.disagg)
     work = opts.serving.workload
     clients = work.concurrency if opts.search.concurrency_given else None
     if clients is not None and spec.decode_batch == 1:  # the clients share the decode workers
-        spec = replace(spec, decode_batch=math.ceil(clients / spec.decode_workers))
-    deps = {tp: Deployment.build(opts.model.name, opts.steps_options(tp))
-            for tp in {spec.prefill_tp, spec.decode_tp}}
-    pre, dec = deps[spec.prefill_tp], deps[spec.decode_tp]
+        ranks = spec.decode_workers * spec.decode_attention_dp
+        spec = replace(spec, decode_batch=math.ceil(clients / ranks))
+    # each pool its own split (search.pools / options_of: the records the search lists), built once
+    deps = {lay: Deployment.build(opts.model.name, options_of(lay, opts.steps_options(lay.tp)))
+            for lay in set(pools(spec))}
+    pre, dec = (deps[lay] for lay in pools(spec))
     prefetch(pre, dec, spec, work)
     r = serve_disagg(pre, dec, spec, work, clients)
     if opts.output.json:
