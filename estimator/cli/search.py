@@ -145,14 +145,29 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:,.1f} ms"
 
 
+def _split(st: dict, ep_always: bool) -> str:
+    """tp_size (and ep_size), then what a plain TP deployment leaves at its default: attention DP, and a
+    MoE-TP that is not the attention group's."""
+    parts = [f"tp_size={st['tp_size']}"]
+    if ep_always or st.get("ep_size", 1) > 1:
+        parts.append(f"ep_size={st['ep_size']}")
+    dp = st.get("attention_dp_size", 1)
+    if dp > 1:
+        parts.append(f"enable_attention_dp=true attention_dp_size={dp}")
+    group = st["tp_size"] * dp
+    if st.get("moe_tp_size", group) not in (group, 1) or (dp > 1 and st.get("ep_size", 1) == 1):
+        parts.append(f"moe_tp_size={st['moe_tp_size']}")
+    return " ".join(parts)
+
+
 def _settings(r) -> str:
     st = r.settings
     if r.mode == "agg":
-        return (f"tp_size={st['tp_size']} ep_size={st['ep_size']} max_batch_size={st['max_batch_size']} "
+        return (f"{_split(st, True)} max_batch_size={st['max_batch_size']} "
                 f"max_num_tokens={st['max_num_tokens']} kv_fraction={st['kv_cache_fraction']}")
     p, d = st["prefill"], st["decode"]
-    return (f"prefill {p['workers']}x(tp_size={p['tp_size']} max_batch_size={p['max_batch_size']}) "
-            f"decode {d['workers']}x(tp_size={d['tp_size']} max_batch_size={d['max_batch_size']}) "
+    return (f"prefill {p['workers']}x({_split(p, False)} max_batch_size={p['max_batch_size']}) "
+            f"decode {d['workers']}x({_split(d, False)} max_batch_size={d['max_batch_size']}) "
             f"max_num_tokens={d['max_num_tokens']} kv_fraction={st['kv_cache_fraction']} "
             f"kv over {st['kv_transfer']}")
 
