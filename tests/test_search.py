@@ -3,7 +3,7 @@ disagg.py, solve.py, sensitivity.py; estimator/cli/search.py), on llama-tiny (2 
 
 import json
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -177,16 +177,105 @@ def test_fan_out_on_a_local_cluster_gives_the_serial_results():
 
 
 def test_validate_disagg_reads_a_row_as_its_unit():
-    """A measured xPyD row (e2e_serving.csv.gz columns) as the unit it describes; a row the serving model
-    cannot price names why."""
+    """A measured xPyD row (e2e_serving.csv.gz columns) as the unit it describes ("stated"), each pool's
+    attention-DP and EP included; a row without worker / batch counts is the search's candidates of the
+    stated pools ("searched": one worker each, every decode batch); a row without pools names why."""
     from estimator.calibration.validate_disagg import unit_of
+    from estimator.serve.search import DECODE_BATCHES
 
     row = {f"{p}_{k}": v for p in ("prefill", "decode") for k, v in
            (("num_workers", "2"), ("tp_size", "4"), ("batch_size", "1"), ("attention_dp_size", "1"),
-            ("moe_ep_size", "1"))}
+            ("moe_tp_size", "4"), ("moe_ep_size", "1"))}
     row.update(decode_num_workers="3", decode_batch_size="48")
-    spec, clients = unit_of(row)
+    rule, spec, clients = unit_of(row)
+    assert rule == "stated"
     assert (spec.prefill_workers, spec.prefill_tp, spec.decode_workers, spec.decode_batch) == (2, 4, 3, 48)
     assert clients == 3 * 48 and spec.gpus == 2 * 4 + 3 * 4
-    assert unit_of({**row, "decode_batch_size": ""}) == (None, "no batch or worker counts in the row")
-    assert unit_of({**row, "prefill_attention_dp_size": "16"})[0] is None
+    # DeepSeek-V3's prefill pool: tp 1 x attention-DP 16, moe-tp 1 x EP 16 (one worker of 16 GPUs)
+    wide = {**row, "prefill_num_workers": "1", "prefill_tp_size": "1", "prefill_attention_dp_size": "16",
+            "prefill_moe_tp_size": "1", "prefill_moe_ep_size": "16"}
+    rule, spec, clients = unit_of(wide)
+    assert (spec.prefill_tp, spec.prefill_attention_dp, spec.prefill_ep) == (1, 16, 16)
+    assert spec.gpus == 1 * 16 + 3 * 4 and clients == 3 * 48 * 1
+    blank = {**row, "decode_batch_size": "", "prefill_num_workers": "", "backend": "trtllm", "isl": "1024"}
+    rule, specs, clients = unit_of(blank)
+    assert rule == "searched" and clients is None
+    per_step = int(framework("trtllm").max_num_tokens) // 1024  # the step budget's prompts of 1024 tokens
+    assert {s.prefill_batch for s in specs} == {1, per_step} and len(specs) == 2 * len(DECODE_BATCHES)
+    assert {(s.prefill_workers, s.decode_workers, s.prefill_tp, s.decode_tp) for s in specs} == {(1, 1, 4, 4)}
+    assert unit_of({**row, "prefill_tp_size": ""}) == (None, "no pool parallelism in the row", None)
+
+
+def test_search_layouts_include_attention_dp_and_expert_parallel():
+    """The budget of 8 GPUs: attention TP 1, 2, 4, 8, each t > 1 also with EP t, attention-DP t with EP t,
+    attention-DP t with MoE-TP t (3 x 3 + 4 = 13 layouts), every one through Parallelism; a dense model
+    refuses the EP / attention-DP ones (kept with their reason), the TP ones build."""
+    from estimator.serve.search import layouts, price_model, record
+
+    lays = layouts(8)
+    assert len(lays) == 4 + 3 * 3
+    assert record(1, 8, ep=8) in lays and record(8, ep=8) in lays and record(1, 8, ep=1) in lays
+    base = _opts()
+    par = options_of(record(1, 8, ep=1), base).parallel
+    assert (par.tp, par.attention_dp, par.moe_tp, par.ep, par.gpus) == (1, 8, 8, 1, 8)
+    assert record(2) == Record(tp=2) and record(2, 1, 1) == Record(tp=2)
+    priced = price_model(MODEL, base)
+    assert priced.at(record(2)) is not None
+    assert priced.at(record(2, ep=2)) is None and "mixture-of-experts" in priced.refused["tp 2 ep 2"]
+
+
+def test_disagg_attention_dp_ranks_are_workers_of_the_formulas(deps):
+    """A worker of attention-DP d is d ranks, each its own prefill server / decode batch: one decode
+    worker of 2 ranks x batch 4 serves what two 1-rank workers of batch 4 serve (8 clients, the same
+    TTFT, TPOT and tokens/s); 1 prefill worker of 2 ranks as 2 workers. The unit's GPUs are tp x dp."""
+    pre, dec = deps[1], deps[1]
+    ranks = Disagg(1, 1, 1, 1, 1, 4, prefill_attention_dp=2, decode_attention_dp=2)
+    workers = Disagg(2, 1, 1, 2, 1, 4)
+    prefetch(pre, dec, ranks, WORK)
+    a, b = serve_disagg(pre, dec, ranks, WORK), serve_disagg(pre, dec, workers, WORK)
+    assert a.clients == b.clients == 2 * 4 and ranks.gpus == workers.gpus == 2 + 2
+    assert (a.ttft_s, a.tpot_s, a.tokens_per_s) == pytest.approx((b.ttft_s, b.tpot_s, b.tokens_per_s))
+    assert ranks.label == "1p(tp1,adp2,b1) 1d(tp1,adp2,b4)"
+
+
+def test_disagg_units_of_mixed_pools():
+    """4 GPUs from pools of 1 GPU (tp 1) and 2 GPUs (attention-DP 2, EP 2): (1,1) x = 1..3; (1,2) x = 2,
+    y = 1; (2,1) x = 1, y = 2; (2,2) x = y = 1: 6 units, each exactly 4 GPUs."""
+    from estimator.serve.disagg import units
+    from estimator.serve.search import record
+
+    out = units(4, [record(1), record(1, 2, ep=2)])
+    assert len(out) == 3 + 1 + 1 + 1 and all(u.gpus == 4 for u in out)
+    assert Disagg(2, 1, 1, 1, 1, 1, 1, 2, 1, 2) in out and Disagg(1, 1, 1, 2, 1, 1, 2, 1, 2, 1) in out
+
+
+def test_attention_dp_and_ep_rows_re_estimate_alone(capsys):
+    """A MoE model's search lists attention-DP / EP / MoE-TP layouts; each such row, re-estimated alone
+    with the flags its engine settings name (--tp, --attention-dp, --expert-parallel, --moe-tp, --serve at
+    the row's concurrency), gives the row's TTFT and TPOT; a disaggregated unit of attention-DP pools
+    through --disagg ... prefill_adp=,decode_adp=,*_ep= is served like the search's record of it."""
+    base = ["--model", "mixtral-8x7b", "--arch", "h200"]
+    code, out, _ = cli(capsys, *base, "--search", "gpus=2", "--serve", "isl=512,osl=64", "--sla", "tpot=1s",
+                       "--json")
+    assert code == 0
+    rows = _strict(out)["search"][0]["deployments"]
+    labels = {r["label"] for r in rows}
+    assert {"tp 1 adp 2 ep 2", "tp 1 adp 2 moe-tp 2", "tp 2 ep 2"} <= labels
+    for label in ("tp 1 adp 2 ep 2", "tp 1 adp 2 moe-tp 2", "tp 2 ep 2"):
+        r = next(r for r in rows if r["label"] == label)
+        st = r["settings"]
+        flags = ["--tp", str(st["tp_size"]), "--attention-dp", str(st["attention_dp_size"]),
+                 "--expert-parallel", str(st["ep_size"]), "--moe-tp", str(st["moe_tp_size"])]
+        code, out, _ = cli(capsys, *base, *flags, "--serve", f"isl=512,osl=64,concurrency={r['concurrency']}",
+                           "--json")
+        alone = _strict(out)
+        assert code == 0 and alone["parallel"]["gpus"] == 2
+        assert (alone["serve"]["ttft_s"], alone["serve"]["tpot_s"]) == (r["ttft_s"], r["tpot_s"])
+    spec = Disagg(1, 1, 1, 1, 1, 4, prefill_attention_dp=2, decode_attention_dp=2, prefill_ep=2, decode_ep=2)
+    code, out, _ = cli(capsys, *base, "--serve", "isl=512,osl=64", "--disagg",
+                       "prefill=1xtp1,decode=1xtp1,decode_batch=4,prefill_adp=2,decode_adp=2,prefill_ep=2,"
+                       "decode_ep=2", "--json")
+    served = _strict(out)["serve"]
+    assert code == 0 and served["disagg"] == asdict(spec)
+    assert served["gpus"] == 2 + 2 and served["clients"] == 2 * 4
+

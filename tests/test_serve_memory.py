@@ -84,3 +84,16 @@ def test_liveness_excludes_the_kv_cache_and_stays_symbolic():
     assert bound.peak_bytes.is_number and bound.peak_bytes == lv.peak_bytes.subs(
         {s: {"batch": 2, "past_seq": 7}[s.name] for s in lv.peak_bytes.free_symbols}
     )
+
+
+def test_a_symbolic_activation_peak_is_a_refusal_not_a_traceback():
+    """An activation peak that shape inference left in unknown dims (e.g. `unk__1`) cannot be planned: a
+    UserError naming the dims (one `error:` line; a deployment search keeps it as the layout's reason)."""
+    from estimator.errors import UserError
+
+    hw, fw = H100, framework("trtllm")
+    unknown = Liveness(4096 * sympy.Symbol("unk__1", integer=True, positive=True), None, ())
+    with pytest.raises(UserError, match="unk__1 unresolved"):
+        plan_memory(hw, fw, 1, 1e9, 1e5, unknown)
+    planned = plan_memory(hw, fw, 1, 1e9, 1e5, Liveness(sympy.Integer(4096), None, ()))
+    assert planned.activations_bytes == 4096.0

@@ -6,15 +6,22 @@ Source: `e2e_serving.csv.gz` rows with `mode == disagg` and `system == h100_sxm`
 set; no other GPU's rows are read): DeepSeek-V3 / R1 on TensorRT-LLM and SGLang (100 rows; the set the
 issue names), and beside them the few Qwen3-32B / Qwen3-235B rows. Columns prefill_* / decode_*: each
 pool's workers, TP, attention-DP, MoE-TP, EP and batch; silicon_ttft_ms, silicon_tpot_ms measured.
-Each row is priced as the unit it describes: prefill_num_workers x (tp prefill_tp_size, prefill_batch_size
-prompts a step) and decode_num_workers x (tp decode_tp_size, decode_batch_size requests each), its clients
-decode_num_workers x decode_batch_size x decode_attention_dp_size (every decode slot held: the table
-gives no benchmark concurrency), the model's bundled config (DeepSeek-R1 has DeepSeek-V3's), fp8.
-A row the serving model cannot price is counted under its reason, never dropped silently:
-- no batch or worker counts in the row (most DeepSeek-R1 rows leave them blank);
-- a pool with attention-DP or EP > 1 (the serving model on this branch takes tp only: attention-DP and
-  EP serving come with the parallelism work of the same issue set);
-- a deployment the sharding refuses (DeepSeek's MLA under --tp on this branch) or that does not fit.
+Each row is priced as the unit it describes, by one of two rules (the count of rows each prices is
+reported):
+- "stated": the row gives every pool's workers, TP, attention-DP, EP and batch: prefill_num_workers x
+  (tp x attention-DP GPUs, prefill_batch_size prompts a step on each attention-DP rank) and
+  decode_num_workers x (decode_batch_size requests on each rank), its clients decode_num_workers x
+  decode_batch_size x decode_attention_dp_size (every decode slot held: the table gives no benchmark
+  concurrency);
+- "searched": the row gives the pools' parallelism (TP, attention-DP, MoE-TP, EP), isl, osl and the
+  framework but no worker, batch or client counts (most DeepSeek-R1 rows). A user of this tool fills the
+  rest by the search: the smallest unit of the stated pools (one prefill and one decode worker: nothing
+  states more GPUs) at the prefill batch (1, or the step budget's max_num_tokens // isl) and decode batch
+  (search.DECODE_BATCHES) with the most tokens/s per GPU, every decode slot held - the stated numbers
+  and nothing else (no SLA: the row states none; the measured TTFT / TPOT are never an input).
+The model is the bundled config (DeepSeek-R1 has DeepSeek-V3's), at fp8. A row the serving model cannot
+price is counted under its reason, never dropped silently (a deployment the sharding refuses, e.g. EP 16
+under attention TP with DeepSeek's top-8 routing, or one that does not fit).
 Reported: signed median error (+ = over-predicted) of TTFT and TPOT by framework, and |error| medians.
 Tolerance the issue sets: TTFT and TPOT median <= 25 %.
 """
@@ -64,28 +71,76 @@ def model_of(row: dict) -> str | None:
     return next((name for part, name in MODELS.items() if part in row["model_path"]), None)
 
 
+POOL_KEYS = ("num_workers", "tp_size", "batch_size", "attention_dp_size", "moe_tp_size", "moe_ep_size")
+
+
+def pools_of(row: dict) -> dict:
+    return {p: {k: _int(row, f"{p}_{k}") for k in POOL_KEYS} for p in ("prefill", "decode")}
+
+
+def layout_of(pool: dict) -> tuple[int, int, int] | None:
+    """(tp, attention-DP, EP) of a pool (EP: moe_ep_size, else tp x attention-DP / moe_tp_size)."""
+    tp, dp = pool["tp_size"], pool["attention_dp_size"] or 1
+    if tp is None:
+        return None
+    ep = pool["moe_ep_size"] or ((tp * dp) // pool["moe_tp_size"] if pool["moe_tp_size"] else 1)
+    return tp, dp, ep
+
+
 def unit_of(row: dict):
-    """(Disagg, clients) of a row, or (None, the reason it cannot be priced)."""
+    """("stated", Disagg, clients), ("searched", [candidate Disagg units], None) or (None, the reason it
+    cannot be priced, None)."""
     from estimator.serve.disagg import Disagg
 
-    keys = ("num_workers", "tp_size", "batch_size", "attention_dp_size", "moe_ep_size")
-    pools = {p: {k: _int(row, f"{p}_{k}") for k in keys} for p in ("prefill", "decode")}
-    if any(v is None for p in pools.values() for k, v in p.items() if k != "moe_ep_size"):
-        return None, "no batch or worker counts in the row"
-    if any(p["attention_dp_size"] > 1 or (p["moe_ep_size"] or 1) > 1 for p in pools.values()):
-        return None, "attention-DP / EP pool (the serving model here takes tp only)"
+    pools = pools_of(row)
+    lay = {p: layout_of(pools[p]) for p in pools}
+    if any(v is None for v in lay.values()):
+        return None, "no pool parallelism in the row", None
+    (tp_p, dp_p, ep_p), (tp_d, dp_d, ep_d) = lay["prefill"], lay["decode"]
     p, d = pools["prefill"], pools["decode"]
-    spec = Disagg(p["num_workers"], p["tp_size"], p["batch_size"], d["num_workers"], d["tp_size"],
-                  d["batch_size"])
-    return spec, d["num_workers"] * d["batch_size"] * d["attention_dp_size"]
+    counts = (p["num_workers"], p["batch_size"], d["num_workers"], d["batch_size"])
+    if all(v is not None for v in counts):
+        spec = Disagg(p["num_workers"], tp_p, p["batch_size"], d["num_workers"], tp_d, d["batch_size"],
+                      dp_p, dp_d, ep_p, ep_d)
+        return "stated", spec, d["num_workers"] * d["batch_size"] * dp_d
+    from estimator.serve.frameworks import framework
+    from estimator.serve.search import DECODE_BATCHES
+
+    # the search's prefill batches (search.search_disagg): 1, and as many prompts as the step budget holds
+    budget = int(framework(row.get("backend") or "trtllm").max_num_tokens)
+    per_step = max(1, budget // int(row.get("isl") or 1))
+    return "searched", [Disagg(1, tp_p, k, 1, tp_d, b, dp_p, dp_d, ep_p, ep_d)
+                        for k in sorted({1, per_step}) for b in DECODE_BATCHES], None
+
+
+def _deployment(built: dict, model: str, backend: str, tp: int, dp: int, ep: int, hw, pipeline):
+    from estimator.serve.deploy import Deployment
+    from estimator.serve.frameworks import framework
+    from estimator.serve.search import options_of, record
+    from estimator.serve.steps import Options
+
+    key = (model, backend, tp, dp, ep)
+    if key not in built:
+        base = Options(hw, tp, "fp8", "fp8", pipeline, framework(backend))
+        try:
+            built[key] = Deployment.build(model, options_of(record(tp, dp, ep), base))
+        except UserError as exc:
+            built[key] = str(exc)
+    return built[key]
+
+
+def _best(pre, dec, specs, work):
+    """The searched unit: the candidate with the most tokens/s per GPU that fits (None: none fits)."""
+    from estimator.serve.disagg import prefetch_many, serve_disagg
+
+    prefetch_many([(pre, dec, s) for s in specs], work)
+    results = [r for r in (serve_disagg(pre, dec, s, work) for s in specs) if r.fits]
+    return max(results, key=lambda r: r.tokens_per_s_per_gpu, default=None)
 
 
 def predict(rows: list[dict]) -> tuple[list[dict], Counter]:
-    from estimator.serve.deploy import Deployment
     from estimator.serve.disagg import prefetch, serve_disagg
-    from estimator.serve.frameworks import framework
     from estimator.serve.serving import Workload
-    from estimator.serve.steps import Options
     from hwdesc import load
     from passes import DEFAULT_STRATEGY, pipeline_for
 
@@ -95,33 +150,29 @@ def predict(rows: list[dict]) -> tuple[list[dict], Counter]:
     points, blocked = [], Counter()
     for row in rows:
         model = model_of(row)
-        spec, clients = unit_of(row)
-        if model is None or spec is None:
-            blocked[clients if spec is None else "model not bundled"] += 1
+        rule, spec, clients = unit_of(row)
+        if model is None or rule is None:
+            blocked[spec if rule is None else "model not bundled"] += 1
             continue
-        fw = framework(row["backend"])
-        deps = []
-        for tp in (spec.prefill_tp, spec.decode_tp):
-            key = (model, row["backend"], tp)
-            if key not in built:
-                try:
-                    built[key] = Deployment.build(model, Options(hw, tp, "fp8", "fp8", pipeline, fw))
-                except UserError as exc:
-                    built[key] = str(exc)
-            deps.append(built[key])
+        first = spec if rule == "stated" else spec[0]
+        deps = [_deployment(built, model, row["backend"], *lay, hw, pipeline) for lay in
+                ((first.prefill_tp, first.prefill_attention_dp, first.prefill_ep),
+                 (first.decode_tp, first.decode_attention_dp, first.decode_ep))]
         refused = next((d for d in deps if isinstance(d, str)), None)
         if refused:
-            blocked[f"sharding refused: {refused[:90]}"] += 1
+            blocked[f"sharding refused: {refused[:100]}"] += 1
             continue
-        work = Workload(int(row["isl"]), int(row["osl"]), clients)
-        prefetch(deps[0], deps[1], spec, work)
-        r = serve_disagg(deps[0], deps[1], spec, work, clients)
-        if not r.fits:
+        work = Workload(int(row["isl"]), int(row["osl"]), clients or 1)
+        if rule == "stated":
+            prefetch(deps[0], deps[1], spec, work)
+            r = serve_disagg(deps[0], deps[1], spec, work, clients)
+        else:
+            r = _best(deps[0], deps[1], spec, work)
+        if r is None or not r.fits:
             blocked["does not fit"] += 1
             continue
         points.append({"backend": row["backend"], "model": row["model_path"], "isl": work.isl,
-                       "osl": work.osl,
-                       "unit": spec.label, "clients": clients,
+                       "osl": work.osl, "rule": rule, "unit": r.spec.label, "clients": r.clients,
                        "ttft_ms": float(row["silicon_ttft_ms"]), "tpot_ms": float(row["silicon_tpot_ms"]),
                        "pred_ttft_ms": r.ttft_s * 1e3, "pred_tpot_ms": r.tpot_s * 1e3})
     return points, blocked
@@ -137,6 +188,8 @@ def summary(rows: list[dict], points: list[dict], blocked: Counter, markdown: bo
              f"blocked {sum(blocked.values())}"]
     for reason, n in blocked.most_common():
         lines.append(f"  blocked: {n:>3} x {reason}")
+    for rule, n in sorted(Counter(p["rule"] for p in points).items()):
+        lines.append(f"  priced by rule {rule!r}: {n}")
     by = defaultdict(list)
     for p in points:
         by[(p["backend"], p["model"].split("/")[-1])].append(p)

@@ -27,7 +27,8 @@ from estimator import jsonout
 from estimator.cli.options import Options, UsageError
 from estimator.version import stamped
 
-DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch")
+DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch", "prefill_adp", "decode_adp",
+               "prefill_ep", "decode_ep")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -144,14 +145,29 @@ def _ms(s: float) -> str:
     return f"{s * 1e3:,.1f} ms"
 
 
+def _split(st: dict, ep_always: bool) -> str:
+    """tp_size (and ep_size), then what a plain TP deployment leaves at its default: attention DP, and a
+    MoE-TP that is not the attention group's."""
+    parts = [f"tp_size={st['tp_size']}"]
+    if ep_always or st.get("ep_size", 1) > 1:
+        parts.append(f"ep_size={st['ep_size']}")
+    dp = st.get("attention_dp_size", 1)
+    if dp > 1:
+        parts.append(f"enable_attention_dp=true attention_dp_size={dp}")
+    group = st["tp_size"] * dp
+    if st.get("moe_tp_size", group) not in (group, 1) or (dp > 1 and st.get("ep_size", 1) == 1):
+        parts.append(f"moe_tp_size={st['moe_tp_size']}")
+    return " ".join(parts)
+
+
 def _settings(r) -> str:
     st = r.settings
     if r.mode == "agg":
-        return (f"tp_size={st['tp_size']} ep_size={st['ep_size']} max_batch_size={st['max_batch_size']} "
+        return (f"{_split(st, True)} max_batch_size={st['max_batch_size']} "
                 f"max_num_tokens={st['max_num_tokens']} kv_fraction={st['kv_cache_fraction']}")
     p, d = st["prefill"], st["decode"]
-    return (f"prefill {p['workers']}x(tp_size={p['tp_size']} max_batch_size={p['max_batch_size']}) "
-            f"decode {d['workers']}x(tp_size={d['tp_size']} max_batch_size={d['max_batch_size']}) "
+    return (f"prefill {p['workers']}x({_split(p, False)} max_batch_size={p['max_batch_size']}) "
+            f"decode {d['workers']}x({_split(d, False)} max_batch_size={d['max_batch_size']}) "
             f"max_num_tokens={d['max_num_tokens']} kv_fraction={st['kv_cache_fraction']} "
             f"kv over {st['kv_transfer']}")
 
@@ -236,7 +252,8 @@ def plot_front(sections, path: str) -> None:
 # --- one disaggregated unit -----------------------------------------------------------------------------
 
 def parse_disagg(text: str):
-    """`prefill=XxtpN,decode=YxtpM[,prefill_batch=K][,decode_batch=B]` -> Disagg."""
+    """`prefill=XxtpN,decode=YxtpM[,prefill_batch=K][,decode_batch=B][,prefill_adp=A][,prefill_ep=E]
+    [,decode_adp=A][,decode_ep=E]` -> Disagg (a worker is tp x adp GPUs; batches per attention-DP rank)."""
     from estimator.serve.disagg import Disagg
 
     values: dict[str, str] = {}
@@ -244,7 +261,8 @@ def parse_disagg(text: str):
         key, sep, value = item.partition("=")
         if not sep or key not in DISAGG_KEYS:
             raise UsageError(f"--disagg {text!r}: expected prefill=XxtpN,decode=YxtpM[,prefill_batch=K]"
-                             f"[,decode_batch=B], got {item!r}")
+                             f"[,decode_batch=B][,prefill_adp=A,prefill_ep=E,decode_adp=A,decode_ep=E], "
+                             f"got {item!r}")
         values[key] = value.strip().lower()
 
     def pool(key: str) -> tuple[int, int]:
@@ -269,7 +287,9 @@ def parse_disagg(text: str):
         return v
 
     (x, tp_p), (y, tp_d) = pool("prefill"), pool("decode")
-    return Disagg(x, tp_p, count("prefill_batch", 1), y, tp_d, count("decode_batch", 1))
+    return Disagg(x, tp_p, count("prefill_batch", 1), y, tp_d, count("decode_batch", 1),
+                  count("prefill_adp", 1), count("decode_adp", 1), count("prefill_ep", 1),
+                  count("decode_ep", 1))
 
 
 def _disagg(opts: Options) -> int:
@@ -277,15 +297,18 @@ def _disagg(opts: Options) -> int:
 
     from estimator.serve.deploy import Deployment
     from estimator.serve.disagg import prefetch, serve_disagg
+    from estimator.serve.search import options_of, pools
 
     spec = parse_disagg(opts.search.disagg)
     work = opts.serving.workload
     clients = work.concurrency if opts.search.concurrency_given else None
     if clients is not None and spec.decode_batch == 1:  # the clients share the decode workers
-        spec = replace(spec, decode_batch=math.ceil(clients / spec.decode_workers))
-    deps = {tp: Deployment.build(opts.model.name, opts.steps_options(tp))
-            for tp in {spec.prefill_tp, spec.decode_tp}}
-    pre, dec = deps[spec.prefill_tp], deps[spec.decode_tp]
+        ranks = spec.decode_workers * spec.decode_attention_dp
+        spec = replace(spec, decode_batch=math.ceil(clients / ranks))
+    # each pool its own split (search.pools / options_of: the records the search lists), built once
+    deps = {lay: Deployment.build(opts.model.name, options_of(lay, opts.steps_options(lay.tp)))
+            for lay in set(pools(spec))}
+    pre, dec = (deps[lay] for lay in pools(spec))
     prefetch(pre, dec, spec, work)
     r = serve_disagg(pre, dec, spec, work, clients)
     if opts.output.json:

@@ -24,7 +24,13 @@ same priced Steps as aggregated serving; no second model):
   stops changing. A prefill pool too slow for the decode pool shows as B_eff < B and a busy prefill
   station; a decode pool too slow as TTFT waits at the prefill of nearly nothing and X = y B / cycle.
 TTFT = prefill wait + n_c T_pre(k) + the framework's per-layer prefill dispatch; TPOT = TPOT_dec +
-t_kv / (osl - 1); E2E = TTFT + (osl - 1) TPOT; tokens/s = X osl, per GPU over x tp_p + y tp_d.
+t_kv / (osl - 1); E2E = TTFT + (osl - 1) TPOT; tokens/s = X osl, per GPU over x g_p + y g_d (a worker's
+GPUs g = tp x attention-DP).
+Attention DP in a pool: each of a worker's dp ranks is its own prefill server (k prompts a step) or decode
+batch (B requests, its own KV cache), so a pool of w workers is w x dp ranks in the formulas above; the
+MoE layers' all-to-all (EP) or all-gather / reduce-scatter (MoE-TP) among the ranks is in each rank's
+step price (estimator/serve/parallel.py), over NVLink or the network as the collective model prices a
+group of that size (a 16-GPU pool spans two 8-GPU H100 nodes).
 """
 
 from __future__ import annotations
@@ -46,10 +52,11 @@ MAX_WORKERS = 64  # workers per pool a search enumerates (NB: a larger pool is n
 
 @dataclass(frozen=True)
 class Disagg:
-    """An xPyD unit: `prefill_workers` x (tp `prefill_tp`, `prefill_batch` prompts a step) and
-    `decode_workers` x (tp `decode_tp`, at most `decode_batch` requests each). A pool's attention-DP
-    and EP (default 1) reach the serving model through its search record (search.options_of); the
-    search enumerates TP pools only."""
+    """An xPyD unit: `prefill_workers` x (tp `prefill_tp` x attention-DP `prefill_attention_dp` GPUs,
+    `prefill_batch` prompts a step on each attention-DP rank) and `decode_workers` x (tp `decode_tp` x
+    attention-DP `decode_attention_dp` GPUs, at most `decode_batch` requests on each rank: aiconfigurator's
+    and TensorRT-LLM's per-rank batch). Each pool's MoE split is its expert parallelism `*_ep` (moe-tp =
+    tp x attention-DP / ep); the pools reach the serving model as search records (search.pools)."""
 
     prefill_workers: int = 1
     prefill_tp: int = 1
@@ -68,9 +75,21 @@ class Disagg:
                 + self.decode_workers * self.decode_tp * self.decode_attention_dp)
 
     @property
+    def prefill_worker_gpus(self) -> int:
+        return self.prefill_tp * self.prefill_attention_dp
+
+    @property
+    def decode_worker_gpus(self) -> int:
+        return self.decode_tp * self.decode_attention_dp
+
+    @property
     def label(self) -> str:
-        return (f"{self.prefill_workers}p(tp{self.prefill_tp},b{self.prefill_batch}) "
-                f"{self.decode_workers}d(tp{self.decode_tp},b{self.decode_batch})")
+        def pool(tp, dp, ep, batch):
+            split = f"tp{tp}" + (f",adp{dp}" if dp > 1 else "") + (f",ep{ep}" if ep > 1 else "")
+            return f"({split},b{batch})"
+        pre = pool(self.prefill_tp, self.prefill_attention_dp, self.prefill_ep, self.prefill_batch)
+        dec = pool(self.decode_tp, self.decode_attention_dp, self.decode_ep, self.decode_batch)
+        return f"{self.prefill_workers}p{pre} {self.decode_workers}d{dec}"
 
 
 @dataclass
@@ -131,7 +150,7 @@ def kv_transfer(pre, dec, spec: Disagg, isl: int) -> tuple[float, str]:
     """Seconds to move one prompt's KV from its prefill worker to its decode worker, and the link."""
     nbytes = isl * max(pre.memory.kv_bytes_per_token, dec.memory.kv_bytes_per_token)
     hw = pre.opts.hw
-    span = max(spec.prefill_tp + spec.decode_tp, spec.gpus)
+    span = max(spec.prefill_worker_gpus + spec.decode_worker_gpus, spec.gpus)
     key = (id(hw), hw.path, nbytes, span)
     if key not in _SENDS:
         _SENDS[key] = (float(collective_cost("send", nbytes, span, hw, dtype="bf16").estimate_s), hw)
@@ -182,9 +201,14 @@ def prefetch_many(units, work: Workload) -> None:
 def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = None,
                  rounds: int = FIXED_POINT_ROUNDS) -> DisaggResult:
     """The xPyD unit `spec` with prefill Deployment `pre` and decode Deployment `dec` serving `work`
-    to `clients` closed-loop clients (default: every decode slot held, decode_workers x decode_batch)."""
+    to `clients` closed-loop clients (default: every decode slot held, decode_workers x decode
+    attention-DP x decode_batch)."""
     isl, osl = work.isl, work.osl
-    c = clients or spec.decode_workers * spec.decode_batch
+    # attention DP: every rank of a worker is its own prefill server / decode batch (its own KV cache);
+    # a pool of w workers is w x dp such ranks (the MoE layers' collectives are in the ranks' step prices)
+    ranks_p = spec.prefill_workers * spec.prefill_attention_dp
+    ranks_d = spec.decode_workers * spec.decode_attention_dp
+    c = clients or ranks_d * spec.decode_batch
     fw_p, fw_d = pre.framework, dec.framework
     n_c, k = prefill_shape(fw_p, isl, spec.prefill_batch)
     room_p = pre.memory.max_concurrency(isl, 1) if pre.memory.fits(isl, 1) else 0
@@ -197,9 +221,9 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
     notes = []
     if slots < spec.decode_batch:
         notes.append(f"decode batch capped at {slots} by the decode worker's KV capacity")
-    c = min(c, spec.decode_workers * slots)
+    c = min(c, ranks_d * slots)
     pre_s = n_c * float(prefill_step(pre.steps, fw_p, k, isl, n_c).step_s)
-    demand_p = pre_s / (k * spec.prefill_workers)
+    demand_p = pre_s / (k * ranks_p)
     t_kv, link = kv_transfer(pre, dec, spec, isl)
     host = host_demand_s(osl, fw_d.host_s_per_request, fw_d.host_output_tokens_per_s)
     batch = float(slots)
@@ -207,7 +231,7 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
         tpot_dec = decode_tpot(dec, work, max(1, math.ceil(batch)))
         cycle = pre_s + t_kv + (osl - 1) * tpot_dec + host
         loop = closed_loop(c, cycle, {"prefill": demand_p, "host": host})
-        new = min(float(slots), loop.throughput_per_s * (osl - 1) * tpot_dec / spec.decode_workers)
+        new = min(float(slots), loop.throughput_per_s * (osl - 1) * tpot_dec / ranks_d)
         if math.ceil(new) == math.ceil(batch):
             batch = new
             break
@@ -226,16 +250,20 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
                         dec.memory.kv_bytes_per_token, notes)
 
 
-def units(gpus: int, tps: list[int], batches=(1,), prefill_batches=(1,)) -> list[Disagg]:
-    """Every xPyD unit of exactly `gpus` GPUs from these TPs (x, y >= 1), with each decode batch of
-    `batches` and each prefill batch of `prefill_batches`."""
+def units(gpus: int, pools, batches=(1,), prefill_batches=(1,)) -> list[Disagg]:
+    """Every xPyD unit of exactly `gpus` GPUs whose prefill and decode workers are each one of `pools`
+    (ints: attention TP alone; or search records with tp, attention_dp, ep), x, y >= 1, with each
+    decode batch of `batches` and each prefill batch of `prefill_batches` (per attention-DP rank)."""
+    lays = [(p, 1, 1) if isinstance(p, int) else (p.tp, p.attention_dp, p.ep) for p in pools]
     out = []
-    for tp_p in tps:
-        for tp_d in tps:
-            for x in range(1, min(gpus // tp_p, MAX_WORKERS) + 1):
-                rest = gpus - x * tp_p
-                if rest < tp_d or rest % tp_d or rest // tp_d > MAX_WORKERS:
+    for tp_p, dp_p, ep_p in lays:
+        for tp_d, dp_d, ep_d in lays:
+            g_p, g_d = tp_p * dp_p, tp_d * dp_d
+            for x in range(1, min(gpus // g_p, MAX_WORKERS) + 1):
+                rest = gpus - x * g_p
+                if rest < g_d or rest % g_d or rest // g_d > MAX_WORKERS:
                     continue
-                y = rest // tp_d
-                out.extend(Disagg(x, tp_p, k, y, tp_d, b) for k in prefill_batches for b in batches)
+                y = rest // g_d
+                out.extend(Disagg(x, tp_p, k, y, tp_d, b, dp_p, dp_d, ep_p, ep_d)
+                           for k in prefill_batches for b in batches)
     return out

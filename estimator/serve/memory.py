@@ -103,7 +103,14 @@ def kv_bytes_per_token(decode: Graph, kv_dtype: str | None) -> float:
 def plan_memory(hw: HardwareDescriptor, fw: Framework, tp: int, weights_bytes: float,
                 kv_per_token: float, activations: Liveness) -> Memory:
     device = device_memory_bytes(hw)
-    act = float(activations.peak_bytes)
+    peak = sympy.sympify(activations.peak_bytes)
+    if not peak.is_number:  # a shape the graph's inference left unknown: a refusal, never a traceback
+        from estimator.errors import UserError
+
+        unknown = ", ".join(sorted(map(str, peak.free_symbols))[:3])
+        raise UserError(f"this deployment's activation peak is not a number (shape inference left {unknown} "
+                        f"unresolved): its memory cannot be planned")
+    act = float(peak)
     comm = fw.comm_buffer_bytes(tp)
     reserve = float(fw.runtime_reserve_bytes)
     non_kv = weights_bytes + act + comm + reserve

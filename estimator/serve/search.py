@@ -4,10 +4,11 @@ filtered by an SLA and ranked by tokens/s per GPU.
 A deployment is a frozen record (`Deployment` below: tp, pp, attention-DP, MoE-TP, EP, concurrency
 per replica; the parallel sizes default to 1). `options_of(record, base)` is the one place a record
 becomes the serving model's call (estimator/serve/steps.Options, then estimator/serve/deploy.Deployment):
-wiring attention-DP or MoE-TP when the serving model takes them is one line each there.
+its split goes through estimator/serve/parallel.Parallelism.
 
-Enumeration (aggregated): for each TP that divides the GPU budget and shards the model (a TP the
-sharding pass refuses is skipped, with its reason kept), the model is priced once
+Enumeration (aggregated): for each layout of `layouts` (attention TP, attention DP, EP / MoE-TP) that
+divides the GPU budget and that the model takes (a layout the serving model refuses is skipped, with its
+reason kept), the model is priced once
 (Deployment.build, layer-folded) and every concurrency of `CONCURRENCIES` (up to the KV capacity) is
 served from the same priced steps (serving.serve). The N / (tp x pp) replicas are independent copies:
 tokens/s per GPU and per user are one replica's; the engine settings are one replica's. Disaggregated
@@ -125,17 +126,38 @@ class Deployment:
 
 
 def layouts(gpus: int) -> list[Deployment]:
-    """The parallel layouts of one replica that a budget of `gpus` holds. NB: TP only, as the serving model
-    prices it; attention-DP / MoE-TP / EP layouts (tp x attention_dp dividing the budget, moe_tp x ep =
-    tp x attention_dp) join here when options_of passes them on."""
-    return [Deployment(tp=t) for t in tp_sizes(gpus)]
+    """The parallel layouts of one replica that a budget of `gpus` holds (tp x attention_dp a power of two
+    up to the budget), in TensorRT-LLM's vocabulary:
+    - attention TP t with the MoE layers at MoE-TP t (ep 1), and with expert parallelism t (moe-tp 1);
+    - attention DP a (tp 1) with expert parallelism a (the wide-EP deployment: the dispatch / combine
+      all-to-all) and with the MoE layers at MoE-TP a behind an all-gather / reduce-scatter (ep 1).
+    These are the two ends of moe_tp x ep = tp x attention_dp, the splits the serving frameworks' own
+    recipes use (TensorRT-LLM's DeepSeek guide: TP 8 / EP 8 and attention-DP 8 / EP 8). A layout the
+    model refuses (a dense model with ep or attention DP > 1, a size that does not divide the experts,
+    attention DP with tp > 1 inside a replica) is refused by the serving model at `Priced.at`, its reason
+    kept; pp > 1 is not enumerated (`--serve` does not price pipeline stages)."""
+    out = []
+    for t in tp_sizes(gpus):
+        out.append(record(t))
+        if t > 1:
+            out.extend((record(t, ep=t), record(1, t, ep=t), record(1, t, ep=1)))
+    return out
+
+
+def record(tp: int, attention_dp: int = 1, ep: int = 1, pp: int = 1) -> Deployment:
+    """The one record of a layout (moe-tp = tp x attention_dp / ep): plain attention TP with the MoE
+    layers at TP keeps moe_tp = ep = 1 (options_of's "Parallelism default"), every other split states
+    both, so that two spellings of one layout are one priced Deployment."""
+    if attention_dp == 1 and ep == 1:
+        return Deployment(tp=tp, pp=pp)
+    return Deployment(tp=tp, pp=pp, attention_dp=attention_dp, moe_tp=tp * attention_dp // ep, ep=ep)
 
 
 def options_of(record: Deployment, base: Options) -> Options:
     """The serving model's Options of `record` (the one place a record becomes the model's call): its
     split as estimator/serve/parallel.Parallelism states it (moe-tp x ep = tp x attention-DP; a record
-    leaving both at 1 takes the MoE layers at TP, Parallelism's default). NB: the enumeration (`layouts`)
-    makes TP layouts only; pp is refused (`--serve` does not take it)."""
+    leaving both at 1 takes the MoE layers at TP, Parallelism's default); pp is refused (`--serve` does not
+    take it)."""
     if record.pp != 1:
         raise SearchError(f"{record}: the serving model does not price pipeline parallelism (pp)")
     split = (None, None) if (record.moe_tp, record.ep) == (1, 1) else (record.moe_tp, record.ep)
@@ -179,8 +201,12 @@ CSV_FIELDS = ("gpu", "mode", "label", "gpus", "replicas", "concurrency", "ttft_s
 
 
 def engine_settings(record: Deployment, result: ServeResult, fw) -> dict:
-    return {"tp_size": record.tp, "pp_size": record.pp, "ep_size": record.ep, "moe_tp_size": record.moe_tp,
-            "attention_dp_size": record.attention_dp, "max_batch_size": result.admitted,
+    """TensorRT-LLM's names; max_batch_size is one attention-DP rank's (the engine's per-rank limit)."""
+    moe_tp = record.tp * record.attention_dp // record.ep
+    return {"tp_size": record.tp, "pp_size": record.pp, "ep_size": record.ep, "moe_tp_size": moe_tp,
+            "attention_dp_size": record.attention_dp,
+            "enable_attention_dp": record.attention_dp > 1,
+            "max_batch_size": math.ceil(result.admitted / record.attention_dp),
             "max_num_tokens": int(fw.max_num_tokens), "kv_cache_fraction": float(fw.kv_memory_fraction)}
 
 
@@ -226,7 +252,9 @@ def search_agg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sla,
         dep = priced.at(layout)
         if dep is None or not dep.memory.fits(work.isl, work.osl):
             continue
-        cap = min(dep.memory.max_concurrency(work.isl, work.osl), int(dep.framework.max_batch_size))
+        # one attention-DP rank's KV capacity and batch limit; the replica serves attention_dp ranks of it
+        per_rank = min(dep.memory.max_concurrency(work.isl, work.osl), int(dep.framework.max_batch_size))
+        cap = per_rank * layout.attention_dp
         works = [replace(work, concurrency=c) for c in concurrencies if c <= cap]
         for w, r in zip(works, dep.serve_many(works), strict=True):
             if r.fits and math.isfinite(r.ttft_s) and math.isfinite(r.tpot_s):
@@ -255,10 +283,15 @@ def rank(rows: list[Row]) -> list[Row]:
 
 def disagg_row(gpu: str, result, fw, budget: int, sla: Sla) -> Row:
     s = result.spec
-    settings = {"prefill": {"workers": s.prefill_workers, "tp_size": s.prefill_tp, "ep_size": 1,
-                            "max_batch_size": s.prefill_batch, "max_num_tokens": int(fw.max_num_tokens)},
-                "decode": {"workers": s.decode_workers, "tp_size": s.decode_tp, "ep_size": 1,
-                           "max_batch_size": s.decode_batch, "max_num_tokens": int(fw.max_num_tokens)},
+    pre, dec = pools(s)
+
+    def pool(workers: int, lay: Deployment, batch: int) -> dict:
+        return {"workers": workers, "tp_size": lay.tp, "attention_dp_size": lay.attention_dp,
+                "ep_size": lay.ep, "moe_tp_size": lay.tp * lay.attention_dp // lay.ep,
+                "max_batch_size": batch, "max_num_tokens": int(fw.max_num_tokens)}
+
+    settings = {"prefill": pool(s.prefill_workers, pre, s.prefill_batch),
+                "decode": pool(s.decode_workers, dec, s.decode_batch),
                 "kv_cache_fraction": float(fw.kv_memory_fraction),
                 "kv_transfer": result.kv_transfer_link}
     return Row(gpu, "disagg", s.label, s.gpus, budget // s.gpus, result.clients, result.ttft_s,
@@ -268,23 +301,23 @@ def disagg_row(gpu: str, result, fw, budget: int, sla: Sla) -> Row:
 
 
 def pools(spec) -> tuple[Deployment, Deployment]:
-    """The (prefill, decode) layouts of an xPyD unit (estimator/serve/disagg.Disagg)."""
-    return (Deployment(tp=spec.prefill_tp, attention_dp=spec.prefill_attention_dp, ep=spec.prefill_ep),
-            Deployment(tp=spec.decode_tp, attention_dp=spec.decode_attention_dp, ep=spec.decode_ep))
+    """The (prefill, decode) layouts of an xPyD unit (estimator/serve/disagg.Disagg), as `record`s."""
+    return (record(spec.prefill_tp, spec.prefill_attention_dp, spec.prefill_ep),
+            record(spec.decode_tp, spec.decode_attention_dp, spec.decode_ep))
 
 
 def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sla,
                   batches: Sequence[int] = DECODE_BATCHES) -> list[Row]:
-    """Every xPyD unit of the budget (the whole budget, or its largest power-of-two share within the
-    NVLink domain when the budget spans more), priced from the TPs' Deployments."""
+    """Every xPyD unit of the budget whose pools are layouts of `layouts` (attention TP, attention DP,
+    EP: each pool its own), priced from the layouts' Deployments."""
     from estimator.serve.disagg import prefetch_many, serve_disagg, units
 
-    tps = [t for t in tp_sizes(budget) if priced.at(t) is not None]
-    if not tps:
+    kept = [lay for lay in layouts(budget) if priced.at(lay) is not None]
+    if not kept:
         return []
-    fw = priced.at(tps[0]).framework
+    fw = priced.at(kept[0]).framework
     per_step = max(1, int(fw.max_num_tokens) // work.isl)
-    specs = units(budget, tps, batches, tuple(sorted({1, per_step})))
+    specs = units(budget, kept, batches, tuple(sorted({1, per_step})))
     prefetch_many([(*(priced.at(p) for p in pools(s)), s) for s in specs], work)
     rows = []
     for spec in specs:
