@@ -180,21 +180,31 @@ def search_text(task, rows, top: int, missing: str | None) -> str:
         sla.append(f"TPOT <= {task.tpot_s * 1e3:g} ms")
     head = (f"search: {task.model} on {task.budget} x {task.gpu}, precision {task.precision or 'graph'}, "
             f"{task.framework}, isl {task.isl}, osl {task.osl}; SLA {', '.join(sla) or 'none'}")
-    lines = [head]
+    from estimator.textfit import wrap as fit_lines
+
+    lines = fit_lines(head)
     if missing:
         lines.append(f"  no deployment fits: {missing}")
         return "\n".join(lines)
     if not rows:
         lines.append("  no deployment meets the SLA")
         return "\n".join(lines)
-    lines.append(f"{'#':>3} {'mode':<6} {'deployment':<28} {'conc':>5} {'TTFT':>11} {'TPOT':>9} "
-                 f"{'tok/s/GPU':>10} {'tok/s/user':>10} {'KV headroom':>12}  settings")
+    from estimator.textfit import fit_table, width, wrap
+
+    table = [["#", "mode", "deployment", "conc", "TTFT", "TPOT", "tok/s/GPU", "tok/s/user", "KV headroom"]]
     for i, r in enumerate(rows[:top], 1):
-        lines.append(f"{i:>3} {r.mode:<6} {r.label:<28} {r.concurrency:>5} {_ms(r.ttft_s):>11} "
-                     f"{_ms(r.tpot_s):>9} {r.tokens_per_s_per_gpu:>10,.0f} {r.tokens_per_s_per_user:>10,.1f} "
-                     f"{r.memory_headroom_bytes / 1e9:>9.1f} GB  {_settings(r)}")
-    lines.append(f"({len(rows)} deployments meet the SLA; conc = clients of one replica / xPyD unit; "
-                 f"{task.budget} GPUs hold budget // its GPUs replicas)")
+        table.append([str(i), r.mode, r.label, str(r.concurrency), _ms(r.ttft_s), _ms(r.tpot_s),
+                      f"{r.tokens_per_s_per_gpu:,.0f}", f"{r.tokens_per_s_per_user:,.1f}",
+                      f"{r.memory_headroom_bytes / 1e9:.1f} GB"])
+    fitted = fit_table(table, "rllrrrrrr")
+    lines.append(fitted[0])
+    limit = width()
+    for i, r in enumerate(rows[:top], 1):  # each row, then the engine settings to type, under it
+        lines.append(fitted[i])
+        lines += ["      " + x for x in wrap(f"settings: {_settings(r)}", limit and max(40, limit - 6))]
+    lines += fitted[len(table):]  # the note of columns left out, if any
+    lines += wrap(f"({len(rows)} deployments meet the SLA; conc = clients of one replica / xPyD unit; "
+                  f"{task.budget} GPUs hold budget // its GPUs replicas)", limit)
     lines.append("Pareto front (tokens/s/GPU against tokens/s/user):")
     for mode in ("agg", "disagg"):
         front = sorted((r for r in rows if r.pareto and r.mode == mode),
