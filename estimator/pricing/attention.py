@@ -248,6 +248,8 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
+    if grouped and kernel.persistent and split == 1:
+        chain = _persistent_chain(ctas, slots, hw.sm_count * kernel.max_ctas_per_sm, steps, t_step, t_cta)
     t_compute = t_cta + chain
     # the chain's math (the step's MMAs and softmax, not its synchronization): the rest is CTA costs,
     # step synchronization and load latency
@@ -257,6 +259,25 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,
                       chain_latency=latency)
+
+
+def _persistent_chain(ctas: Any, slots: Any, full: int, steps: Any, t_step: Any, t_cta: Any) -> Any:
+    """The CTAs' chain of a persistent decode kernel (TensorRT-LLM's trtllm-gen generation FMHA on
+    sm_100: where batch x KV-head CTAs leave no room for a KV split (numCtasPerSeqKv = 1) it turns the
+    multi-CTA KV mode off and runs its persistent tile scheduler). One CTA per SM slot loops over the
+    (sequence, KV head) tiles; its producer warp loads the next tile's Q and K/V while the current one
+    finishes, so a tile's fixed cost overlaps the others' as it would at the kernel's full co-residency
+    (`full` = SMs x max_ctas_per_sm) whatever smem allows, and the tiles spread evenly (no wave
+    quantization):
+
+        chain = max(ctas / full - 1, 0) * t_cta + max(ctas / slots, 1) * steps * t_step
+
+    against (waves - 1) * t_cta + waves * steps * t_step for a launch of one CTA per tile: the same for
+    a grid of one wave (ctas <= slots), which is where the library would split the keys instead (it
+    splits only below SMs / 2 CTAs, and slots >= SMs), so the split-1 price is the persistent one. On the B200
+    table a head dim 128/256 tile (one CTA per SM by smem) costs ~1.2-1.7 us of SM time at step 1, about
+    a third of t_cta, as at head dim 64 (three CTAs per SM). NB: the first tile's cost is t_cta as before."""
+    return (sm.ceil(ctas / full) - 1) * t_cta + sm.ceil(ctas / slots) * steps * t_step
 
 
 def _per_head_dims(a: Attn) -> tuple | None:
