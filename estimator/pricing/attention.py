@@ -267,16 +267,17 @@ def _persistent_chain(ctas: Any, slots: Any, full: int, steps: Any, t_step: Any,
     multi-CTA KV mode off and runs its persistent tile scheduler). One CTA per SM slot loops over the
     (sequence, KV head) tiles; its producer warp loads the next tile's Q and K/V while the current one
     finishes, so a tile's fixed cost overlaps the others' as it would at the kernel's full co-residency
-    (`full` = SMs x max_ctas_per_sm) whatever smem allows, and the tiles spread evenly (no wave
-    quantization):
+    (`full` = SMs x max_ctas_per_sm) whatever smem allows:
 
-        chain = max(ctas / full - 1, 0) * t_cta + max(ctas / slots, 1) * steps * t_step
+        chain = (ceil(ctas / full) - 1) * t_cta + waves * steps * t_step
 
-    against (waves - 1) * t_cta + waves * steps * t_step for a launch of one CTA per tile: the same for
-    a grid of one wave (ctas <= slots), which is where the library would split the keys instead (it
-    splits only below SMs / 2 CTAs, and slots >= SMs), so the split-1 price is the persistent one. On the B200
-    table a head dim 128/256 tile (one CTA per SM by smem) costs ~1.2-1.7 us of SM time at step 1, about
-    a third of t_cta, as at head dim 64 (three CTAs per SM). NB: the first tile's cost is t_cta as before."""
+    against (waves - 1) * t_cta + waves * steps * t_step for a launch of one CTA per tile (waves =
+    ceil(ctas / slots), slots = SMs x the CTAs smem allows): the same where smem allows full
+    co-residency or the grid is one wave (ctas <= slots, where the library would rather split the keys:
+    it splits only below SMs / 2 CTAs, and slots >= SMs). On the B200 table a head dim 128/256 tile (one
+    CTA per SM by smem) costs ~1.2-1.7 us of SM time at step 1, about t_cta / 3, as at head dim 64
+    (three CTAs per SM). NB: no constant of its own; the K/V steps keep their wave quantization (a
+    continuous spread under-priced the head dim 64 rows by ~13 %)."""
     return (sm.ceil(ctas / full) - 1) * t_cta + sm.ceil(ctas / slots) * steps * t_step
 
 
