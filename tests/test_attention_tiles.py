@@ -190,7 +190,7 @@ def test_b300_doubles_the_exponent_rate_per_sm():
     assert b300.sfu_ops_per_s == pytest.approx(32 * 160 * 1.98e9)
 
 
-def test_persistent_decode_pays_its_cta_cost_at_full_co_residency():
+def test_persistent_decode_overlaps_tile_costs_as_far_as_smem_holds_kv():
     # Blackwell's decode kernel is persistent when unsplit (trtllm-gen). bf16 head dim 256, 4 query heads
     # over 1 KV head: smem per CTA 8 * 256 * 2 + 2 * 128 * 512 * 2 = 266,240 B > 233,472, so one CTA per
     # SM: 1000 sequences = 1000 CTAs over 100 slots = 10 waves of one tile each (64 keys: one step, one
@@ -204,9 +204,15 @@ def test_persistent_decode_pays_its_cta_cost_at_full_co_residency():
     persistent = attn_model.decode(a, bw, 1, hw, grouped=True)
     assert per_tile.ctas_per_sm == 1 and per_tile.waves == 10
     # one CTA per tile: (10 - 1) later waves x 3 us = 27 us of CTA costs in the chain; persistent: the
-    # tiles' costs overlap as at 3 CTAs per SM: ceil(1000 / 300) - 1 = 3 x 3 us = 9 us; the K/V steps
+    # tiles' costs overlap as far as smem holds the next tiles' K/V, 233,472 / (128 x 512 x 2 B) = 1.78
+    # K/V tiles per SM (at most 3): ceil(1000 / 178.125) - 1 = 5 x 3 us = 15 us; the K/V steps
     # (10 waves x 1 step) are the same in both
-    assert per_tile.time - persistent.time == pytest.approx(27e-6 - 9e-6, rel=1e-9)
+    assert per_tile.time - persistent.time == pytest.approx(27e-6 - 15e-6, rel=1e-9)
+    # head dim 128: 233,472 / (128 x 256 x 2 B) = 3.56 K/V tiles, capped at max_ctas_per_sm 3, while
+    # smem holds one CTA (8 x 128 x 2 + 2 x 128 x 256 x 2 = 133,120 B): ceil(1000 / 300) - 1 = 3 x 3 us
+    h128 = replace(a, dk=128, dv=128)
+    assert (attn_model.decode(h128, launched, 1, hw, grouped=True).time
+            - attn_model.decode(h128, bw, 1, hw, grouped=True).time) == pytest.approx(27e-6 - 9e-6, rel=1e-9)
     # a split launch is not persistent (the library's multi-CTA KV mode), nor is one wave different
     assert (attn_model.decode(a, bw, 2, hw, grouped=True).time
             == pytest.approx(attn_model.decode(a, launched, 2, hw, grouped=True).time, rel=1e-12))
