@@ -188,3 +188,41 @@ def test_b300_doubles_the_exponent_rate_per_sm():
     b200, b300 = hwdesc.load("b200"), hwdesc.load("b300")
     assert b200.sfu_ops_per_s == pytest.approx(16 * 148 * 1.98e9)
     assert b300.sfu_ops_per_s == pytest.approx(32 * 160 * 1.98e9)
+
+
+def test_persistent_decode_overlaps_tile_costs_as_far_as_smem_holds_kv():
+    # Blackwell's decode kernel is persistent when unsplit (trtllm-gen). bf16 head dim 256, 4 query heads
+    # over 1 KV head: smem per CTA 8 * 256 * 2 + 2 * 128 * 512 * 2 = 266,240 B > 233,472, so one CTA per
+    # SM: 1000 sequences = 1000 CTAs over 100 slots = 10 waves of one tile each (64 keys: one step, one
+    # whole page, so no padding bytes; no DRAM bytes: the chain decides).
+    bw = menu_for("blackwell")
+    assert bw.decode_mma[0].persistent and bw.decode_mma[0].max_ctas_per_sm == 3
+    launched = replace(bw, decode_mma=tuple(replace(k, persistent=False) for k in bw.decode_mma))
+    a = _attn(batch=1000, heads=4, kv_heads=1, seq_q=1, seq_kv=64, dk=256, dv=256, decode=True)
+    hw = _hw(attention_decode_cta_s=3e-6)
+    per_tile = attn_model.decode(a, launched, 1, hw, grouped=True)
+    persistent = attn_model.decode(a, bw, 1, hw, grouped=True)
+    assert per_tile.ctas_per_sm == 1 and per_tile.waves == 10
+    # one CTA per tile: (10 - 1) later waves x 3 us = 27 us of CTA costs in the chain; persistent: the
+    # tiles' costs overlap as far as smem holds the next tiles' K/V, 233,472 / (128 x 512 x 2 B) = 1.78
+    # K/V tiles per SM (at most 3): ceil(1000 / 178.125) - 1 = 5 x 3 us = 15 us; the K/V steps
+    # (10 waves x 1 step) are the same in both
+    assert per_tile.time - persistent.time == pytest.approx(27e-6 - 15e-6, rel=1e-9)
+    # head dim 128: 233,472 / (128 x 256 x 2 B) = 3.56 K/V tiles, capped at max_ctas_per_sm 3, while
+    # smem holds one CTA (8 x 128 x 2 + 2 x 128 x 256 x 2 = 133,120 B): ceil(1000 / 300) - 1 = 3 x 3 us
+    h128 = replace(a, dk=128, dv=128)
+    assert (attn_model.decode(h128, launched, 1, hw, grouped=True).time
+            - attn_model.decode(h128, bw, 1, hw, grouped=True).time) == pytest.approx(27e-6 - 9e-6, rel=1e-9)
+    # a split launch is not persistent (the library's multi-CTA KV mode), nor is one wave different
+    assert (attn_model.decode(a, bw, 2, hw, grouped=True).time
+            == pytest.approx(attn_model.decode(a, launched, 2, hw, grouped=True).time, rel=1e-12))
+    small = replace(a, batch=100)
+    assert (attn_model.decode(small, bw, 1, hw, grouped=True).time
+            == pytest.approx(attn_model.decode(small, launched, 1, hw, grouped=True).time, rel=1e-12))
+
+
+def test_decode_kernel_persistent_must_be_a_bool():
+    raw = yaml.safe_load((hwdesc.bundled_dir() / "tiles" / "blackwell.yaml").read_text())
+    raw["attention"]["decode_mma"][0]["persistent"] = "yes"
+    with pytest.raises(hwdesc.HwdescError, match="persistent"):
+        parse(raw, "blackwell.yaml")

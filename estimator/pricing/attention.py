@@ -248,6 +248,10 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
+    if grouped and kernel.persistent and split == 1:
+        stage = kv * (tile.dk + tile.dv) * a.kv_bytes  # one K/V tile in smem: the next tile's prefetch
+        ahead = sm.maximum(1, sm.minimum(kernel.max_ctas_per_sm, hw.smem_bytes_per_sm / stage))
+        chain = _persistent_chain(ctas, slots, hw.sm_count * ahead, steps, t_step, t_cta)
     t_compute = t_cta + chain
     # the chain's math (the step's MMAs and softmax, not its synchronization): the rest is CTA costs,
     # step synchronization and load latency
@@ -257,6 +261,28 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,
                       chain_latency=latency)
+
+
+def _persistent_chain(ctas: Any, slots: Any, full: int, steps: Any, t_step: Any, t_cta: Any) -> Any:
+    """The CTAs' chain of a persistent decode kernel (TensorRT-LLM's trtllm-gen generation FMHA on
+    sm_100: where batch x KV-head CTAs leave no room for a KV split (numCtasPerSeqKv = 1) it turns the
+    multi-CTA KV mode off and runs its persistent tile scheduler). One CTA per SM slot loops over the
+    (sequence, KV head) tiles; its producer warp loads the next tile's Q and K/V while the current one
+    finishes, so a tile's fixed cost overlaps the others' as far as smem holds the next tiles' K/V:
+    `full` = SMs x min(max_ctas_per_sm, smem per SM / one K/V tile) (at least 1), whatever the CTAs'
+    co-residency by smem (which also counts Q and two K/V stages per CTA):
+
+        chain = (ceil(ctas / full) - 1) * t_cta + waves * steps * t_step
+
+    against (waves - 1) * t_cta + waves * steps * t_step for a launch of one CTA per tile (waves =
+    ceil(ctas / slots), slots = SMs x the CTAs smem allows): the same where smem allows full
+    co-residency or the grid is one wave (ctas <= slots, where the library would rather split the keys:
+    it splits only below SMs / 2 CTAs, and slots >= SMs). On the B200 table a head dim 128/256 tile (one
+    CTA per SM by smem) costs ~1.2-1.7 us of SM time at step 1, about t_cta / 3, as at head dim 64
+    (three CTAs per SM); a bf16 head dim 256 K/V tile (128 KiB) leaves room for 1.8 of them and runs
+    in between (~1.5-2 us). NB: no constant of its own; the K/V steps keep their wave quantization (a
+    continuous spread under-priced the head dim 64 rows by ~13 %)."""
+    return (sm.ceil(ctas / full) - 1) * t_cta + sm.ceil(ctas / slots) * steps * t_step
 
 
 def _per_head_dims(a: Attn) -> tuple | None:

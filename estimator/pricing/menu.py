@@ -88,6 +88,7 @@ class DecodeKernel:
     page_tokens: int = 1  # K/V move in whole blocks of this many tokens (the last one padded)
     row_cost: bool = False  # a CTA's fixed cost grows by efficiency.attention_decode_row_s per Q row x dk
     head_dims: tuple[int, ...] = ()  # head dims the kernel is built for: smem and MMAs at the next one up
+    persistent: bool = False  # unsplit, a persistent tile scheduler: no per-wave CTA cost (attention.py)
 
 
 @dataclass(frozen=True)
@@ -166,23 +167,24 @@ def _decode_kernels(raw: Any, where: str) -> tuple[DecodeKernel, ...]:
     for i, k in enumerate(raw):
         if not isinstance(k, dict) or not {"kv_bytes", "q_rows", "max_ctas_per_sm"} <= set(k) \
                 or set(k) - {"kv_bytes", "q_rows", "max_ctas_per_sm", "cta_cost", "max_group", "page_tokens",
-                          "row_cost", "head_dims"}:
+                          "row_cost", "head_dims", "persistent"}:
             raise HwdescError(f"{where}.decode_mma[{i}]: keys kv_bytes (list), q_rows, max_ctas_per_sm, "
-                              f"cta_cost, max_group, page_tokens, row_cost, head_dims (the last five "
-                              f"optional)")
+                              f"cta_cost, max_group, page_tokens, row_cost, head_dims, persistent (the last "
+                              f"six optional)")
         cost = k.get("cta_cost", 1.0)
         if not isinstance(cost, (int, float)) or isinstance(cost, bool) or not 0 < cost <= 1:
             raise HwdescError(f"{where}.decode_mma[{i}].cta_cost: a number in (0, 1], got {cost!r}")
         at = f"{where}.decode_mma[{i}]"
         dims = tuple(sorted(_positive_int(d, f"{at}.head_dims") for d in k.get("head_dims", ())))
-        if not isinstance(k.get("row_cost", False), bool):
-            raise HwdescError(f"{at}.row_cost: true or false, got {k['row_cost']!r}")
+        for flag in ("row_cost", "persistent"):
+            if not isinstance(k.get(flag, False), bool):
+                raise HwdescError(f"{at}.{flag}: true or false, got {k[flag]!r}")
         out.append(DecodeKernel(tuple(_positive_int(b, f"{at}.kv_bytes") for b in k["kv_bytes"]),
                                 _positive_int(k["q_rows"], f"{at}.q_rows"),
                                 _positive_int(k["max_ctas_per_sm"], f"{at}.max_ctas_per_sm"), float(cost),
                                 _positive_int(k["max_group"], f"{at}.max_group") if "max_group" in k else 0,
                                 _positive_int(k.get("page_tokens", 1), f"{at}.page_tokens"),
-                                k.get("row_cost", False), dims))
+                                k.get("row_cost", False), dims, k.get("persistent", False)))
     return tuple(out)
 
 
