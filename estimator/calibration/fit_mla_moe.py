@@ -42,10 +42,21 @@ GRIDS = {
         "moe_rows": [0.15, 0.2, 0.3, 0.4],
     },
 }
+# `--refine`: the per-dtype and min-latency constants (and the MMA / DRAM fractions they scale), the
+# descriptor's other constants held (a coordinate step after the full grid above)
+REFINE = {
+    "moe": {
+        "moe_tensor": [0.5, 0.6, 0.75, 0.85],
+        "moe_dram": [0.6, 0.7, 0.85],
+        "moe_block_tensor": [0.3, 0.35, 0.4, 0.5, 0.6, 0.75, 0.9, 1.0],
+        "moe_block_dram": [0.5, 0.75, 0.9, 1.0],
+        "moe_fused_s": [8e-6, 12e-6, 16e-6, 20e-6, 25e-6],
+    },
+}
 MOE_SAMPLE = 6000  # rows of the MoE table priced (of 126K / 218K), seeded
 
 
-def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
+def moe_rows(rows: dict, seed: int, sm_count: int, family: str | None = None) -> dict:
     """A seeded sample of the MoE table with each row's layer Work (moe.layer_work), computed once."""
     n = len(rows["t"])
     idx = np.sort(np.random.default_rng(seed).choice(n, min(MOE_SAMPLE, n), replace=False))
@@ -55,7 +66,7 @@ def moe_rows(rows: dict, seed: int, sm_count: int) -> dict:
                            int(rows["moe_tp_size"][j]), int(rows["moe_ep_size"][j]),
                            str(rows["moe_dtype"][j]), str(rows["distribution"][j]),
                            rows["kernel_source"][j] != "moe_torch_flow_nongated", sm_count,
-                           rows["kernel_source"][j] == "moe_torch_flow_min_latency")
+                           rows["kernel_source"][j] == "moe_torch_flow_min_latency", family)
             for j in range(len(idx))]
     for key in work[0]:
         rows[key] = np.array([w[key] for w in work])
@@ -93,13 +104,13 @@ def score(err: np.ndarray) -> float:
     return float(np.median(err) + np.percentile(err, 90))
 
 
-def fit(table: str, data: Path, arch: str, seed: int = 0) -> tuple[dict, dict]:
+def fit(table: str, data: Path, arch: str, seed: int = 0, refine: bool = False) -> tuple[dict, dict]:
     hw = hwdesc.load(arch)
     rows = read_table(data / f"{table}.csv.gz")
     if table == "moe":
-        rows = moe_rows(rows, seed, hw.sm_count)
+        rows = moe_rows(rows, seed, hw.sm_count, hw.family)
     half = np.random.default_rng(seed).random(len(rows["t"])) < 0.5
-    grid = GRIDS[table]
+    grid = (REFINE if refine else GRIDS)[table]
     best = None
     for values in itertools.product(*grid.values()):
         eff = {**dict(hw.efficiency), **dict(zip(grid, values, strict=True))}
@@ -121,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", default="h100-sxm")
     p.add_argument("--table", choices=sorted(GRIDS), required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--refine", action="store_true", help="fit only the REFINE grid, the rest held")
     args = p.parse_args(argv)
-    constants, check = fit(args.table, args.data, args.arch, args.seed)
+    if args.refine and args.table not in REFINE:
+        p.error(f"--refine: no refine grid for {args.table}")
+    constants, check = fit(args.table, args.data, args.arch, args.seed, args.refine)
     for k, v in constants.items():
         print(f"{k}: {v:.3g}")
     print(", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in check.items()))

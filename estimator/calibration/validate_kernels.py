@@ -207,7 +207,7 @@ def moe_price(row: dict, hw) -> tuple[float, float]:
                        int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
                        str(row["moe_dtype"]), str(row["distribution"]),
                        row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
-                       row["kernel_source"] == "moe_torch_flow_min_latency")
+                       row["kernel_source"] == "moe_torch_flow_min_latency", hw.family)
     peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
     bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
     return float(bound), float(est)

@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--host", nargs="?", const="", metavar="PATH",
                        help="measure this machine into a descriptor YAML (default: the user cache, where "
                             "`--arch host` reads it)")
+    p.add_argument("--refine", action="store_true",
+                   help="with --mla-moe moe: fit only the per-dtype and min-latency MoE constants "
+                        "(estimator/calibration/fit_mla_moe.py REFINE), the others held")
     p.add_argument("--fp8-sample", type=int, default=200, help="with --fp8: rows priced by the search")
     p.add_argument("--fp8-keys", default="tensor_fp8,block_scale",
                    help=f"with --fp8: the constants fitted (from {', '.join(FP8_KEYS)})")
@@ -81,7 +84,7 @@ def run(argv: list[str]) -> int:
         from estimator.calibration import fit_mla_moe
 
         return fit_mla_moe.main(["--data", str(args.data), "--arch", args.arch, "--table", args.mla_moe,
-                                 "--seed", str(args.seed)])
+                                 "--seed", str(args.seed), *(["--refine"] if args.refine else [])])
     if args.comm:
         from estimator.calibration import fit_comm
 

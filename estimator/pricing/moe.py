@@ -38,10 +38,14 @@ Constants fitted per family (hwdesc/families/*.yaml, efficiency.moe_*).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy
+import yaml
 
 from estimator import symmath as sm
+from estimator.pricing import mla
 
 MOE_KEYS = ("moe_fixed_s", "moe_gemm_s", "moe_tensor", "moe_dram", "moe_overlap", "moe_expert_s",
             "moe_cta_stream", "moe_rows")
@@ -54,6 +58,10 @@ TILE_N = 128
 WEIGHT_ONLY_TILES_M = (8, 16, 32, 48, 64)
 WEIGHT_ONLY_FILL = 0.9
 POWER_LAW_DRAWS = 8  # seeded draws of the benchmark's power-law generator averaged per row
+# the min-latency rows' router: the collector builds TensorRT-LLM's DeepseekV3Gate (n_group 8,
+# topk_group 4) for every min-latency case, whatever the model
+GATE_GROUPS = 8
+GATE_TOPK_GROUPS = 4
 # weight bytes per element and the MMA dtype per table dtype (moe_dtype): 4-bit weights carry one
 # scale byte per 32 (mx) or 16 (nv) elements
 DTYPES = {"bfloat16": (2.0, "bf16"), "fp8": (1.0, "fp8"), "fp8_block": (1.0 + 4 / 128 / 128, "fp8"),
@@ -72,12 +80,12 @@ def active_balanced(assignments, experts):
     return np.minimum(np.asarray(experts, dtype=float), np.asarray(assignments, dtype=float))
 
 
-def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
-                    draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
-    """The measured rank's expert loads under aiconfigurator's power-law routing, `draws` seeded draws of
-    its generator: per-expert counts drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2]
-    when tokens * topk <= E), scaled to tokens * topk and rounded, the rounding's remainder added to the
-    largest counts first (taken from the smallest), and the EP group with the largest sum measured."""
+def power_law_counts(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
+                     draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+    """Per-expert token counts of `draws` seeded draws of aiconfigurator's power-law generator: counts
+    drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2] when tokens * topk <= E), scaled
+    to tokens * topk and rounded, the rounding's remainder added to the largest counts first (taken from
+    the smallest), and the EP group with the largest sum swapped onto rank 0 (the measured one)."""
     rng = np.random.default_rng(0)
     a = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
@@ -94,15 +102,88 @@ def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int 
         elif delta < 0:
             positive = order[n[order] > 0][::-1]
             np.add.at(n, positive[np.arange(-delta) % len(positive)], -1)
-        groups = n.reshape(ep, -1) if experts % ep == 0 else n[None, :]
-        out.append(groups[int(np.argmax(groups.sum(axis=1)))])
+        if experts % ep == 0 and ep > 1:
+            groups = n.reshape(ep, -1).copy()
+            heavy = int(np.argmax(groups.sum(axis=1)))
+            groups[[0, heavy]] = groups[[heavy, 0]]
+            n = groups.reshape(-1)
+        out.append(n)
     return out
 
 
-def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str) -> np.ndarray:
-    """Token counts of the measured rank's experts (rank 0 of ep), each active expert one entry."""
+def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
+                    draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+    """The measured rank's expert loads (rank 0's E / ep counts) of each power_law_counts draw."""
+    local = experts // ep if experts % ep == 0 else experts
+    return [n[:local] for n in power_law_counts(tokens, topk, experts, alpha, ep, draws)]
+
+
+def collector_choices(tokens: int, topk: int, experts: int, ep: int, distribution: str) -> list[np.ndarray]:
+    """The collector's [tokens, topk] expert choices per draw: `balanced` strides token i's j-th pick by
+    ceil(E / topk) ((i + j * stride) mod E; (i * stride / tokens + j * stride) mod E when tokens <
+    stride); power-law lays each draw's experts, heaviest first, over the [topk, tokens] slots, so an
+    expert with more than `tokens` assignments repeats inside a token's row."""
+    if distribution.startswith("power_law"):
+        alpha = float(distribution.rsplit("_", 1)[1])
+        out = []
+        for n in power_law_counts(tokens, topk, experts, alpha, ep):
+            order = np.argsort(-n, kind="stable")
+            slots = np.repeat(order, n[order].astype(int))
+            out.append(slots.reshape(topk, tokens).T)
+        return out
+    stride = -(-experts // topk)
+    i = np.arange(tokens)[:, None]
+    j = np.arange(topk)[None, :]
+    first = i if tokens >= stride else (i * stride / tokens).astype(int)
+    return [((first + j * stride) % experts).astype(int)]
+
+
+def group_limited_gate(choices: np.ndarray, experts: int, topk: int, groups: int = GATE_GROUPS,
+                       topk_groups: int = GATE_TOPK_GROUPS) -> np.ndarray:
+    """Per-expert token counts after TensorRT-LLM's DeepSeek-V3 gate (sigmoid scores, `groups` expert
+    groups ranked by the sum of their top-2 scores, top `topk_groups` groups kept, top-k experts inside
+    them) re-routes the collector's logits (softmax of each token's one-hot choice counts, so a score
+    orders as the count). Ties go to the lower index (group, then expert). NB: a token whose choices
+    span more than `topk_groups` groups keeps those in the first groups and fills its top-k with the
+    lowest-indexed experts of the kept groups, so those few experts collect most tokens."""
+    # tokens with the same choices route the same: gate each distinct row once, weighted by its tokens
+    choices, weight = np.unique(choices, axis=0, return_counts=True)
+    t = choices.shape[0]
+    counts = np.zeros((t, experts))
+    np.add.at(counts, (np.repeat(np.arange(t), choices.shape[1]), choices.reshape(-1)), 1)
+    g = groups if experts % groups == 0 else 1
+    per = counts.reshape(t, g, -1)
+    top2 = -np.sort(-per, axis=2)[:, :, :2].sum(axis=2)
+    # rank groups by (score desc, index asc): a stable sort of the negated scores
+    kept = np.argsort(-top2, axis=1, kind="stable")[:, :min(topk_groups, g)]
+    mask = np.zeros((t, g), dtype=bool)
+    np.put_along_axis(mask, kept, True, axis=1)
+    score = np.where(np.repeat(mask, experts // g, axis=1), counts, -1.0)
+    picked = np.argsort(-score, axis=1, kind="stable")[:, :topk]
+    return np.bincount(picked.reshape(-1), weights=np.repeat(weight, picked.shape[1]),
+                       minlength=experts).astype(float)
+
+
+@functools.lru_cache(maxsize=4096)
+def gated_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str) -> list[np.ndarray]:
+    """Rank 0's per-expert loads when the min-latency kernel's DeepSeek-V3 gate routes the collector's
+    logits (group_limited_gate on collector_choices), one array per draw, idle experts dropped."""
+    local = experts // ep if experts % ep == 0 else experts
+    out = []
+    for ch in collector_choices(tokens, topk, experts, ep, distribution):
+        n = group_limited_gate(ch, experts, topk)[:local]
+        out.append(n[n > 0] if (n > 0).any() else np.ones(1))
+    return out
+
+
+def rank_loads(tokens: int, topk: int, experts: int, ep: int, distribution: str,
+               gate: bool = False) -> np.ndarray | list[np.ndarray]:
+    """Token counts of the measured rank's experts (rank 0 of ep), each active expert one entry; `gate`:
+    the min-latency rows' DeepSeek-V3 gate re-routes the collector's logits (gated_loads)."""
     local = max(experts // ep, 1)
     a = tokens * topk
+    if gate:
+        return gated_loads(tokens, topk, experts, ep, distribution)
     if distribution.startswith("power_law"):  # NB: the draws' mean load profile (layer_work averages)
         draws = power_law_loads(tokens, topk, experts, float(distribution.rsplit("_", 1)[1]), ep)
         return [d[d > 0] for d in draws]
@@ -145,17 +226,27 @@ def grouped_gemm(row_tiles, active, local, n, k, wbytes, peak, sm_count: int, dr
     return compute, memory, fixed, est
 
 
+@functools.lru_cache(maxsize=16)
+def block_scaled(family: str | None) -> frozenset:
+    """The MoE dtypes whose grouped GEMM the family's engine runs with a block-scaled mainloop
+    (estimator/pricing/mla_moe.yaml `moe_block_scaled`): they reach moe_block_tensor of the MMA rate and
+    moe_block_dram of the weight stream's."""
+    raw = yaml.safe_load(mla.KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    return frozenset((raw.get("moe_block_scaled") or {}).get(family) or ())
+
+
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
                dtype: str, distribution: str, gated: bool, sm_count: int,
-               fused_permute: bool = False) -> dict:
+               fused_permute: bool = False, family: str | None = None) -> dict:
     """`fused_permute`: the GEMMs gather and scatter the token rows themselves (TensorRT-LLM's
     min-latency MoE), so the rows move at the GEMMs' rate, not as a permute and a finalize of their own.
     The measured GPU's layer: its active experts' tile rows, the two grouped GEMMs' shapes, the token
-    rows moved by the permute and finalize, the MMA dtype, the active and the local experts."""
+    rows moved by the permute and finalize, the MMA dtype, the active and the local experts; `block`:
+    the family's engine runs this dtype's grouped GEMM with a block-scaled mainloop (block_scaled)."""
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
-    draws = rank_loads(tokens, topk, experts, ep, distribution)
+    draws = rank_loads(tokens, topk, experts, ep, distribution, gate=fused_permute)
     draws = draws if isinstance(draws, list) else [draws]
     row_tiles = float(np.mean([np.ceil(d / TILE_M).sum() for d in draws]))
     active = float(np.mean([len(d) for d in draws]))
@@ -175,7 +266,8 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
             # permute gathers each assignment's token row, finalize scatter-reduces its output (bf16)
             "rows": assignments * hidden * 2 * 2,
             "io": float(tokens * hidden * 2 * 2),  # the layer's input read and output written (bf16)
-            "mma": mma, "active": active, "local": max(experts // ep, 1), "fused": float(fused_permute)}
+            "mma": mma, "active": active, "local": max(experts // ep, 1), "fused": float(fused_permute),
+            "block": float(dtype in block_scaled(family))}
 
 
 def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict):
@@ -183,6 +275,16 @@ def layer_time(w: dict, peak, sm_count: int, dram_bytes_per_s: float, eff: dict)
     (SwiGLU in its epilogue) and fc2, each a grouped GEMM; elementwise over arrays of rows."""
     a = w["assignments"]
     fc1_out = a * w["inter_l"] * 2  # after SwiGLU (or the activation): inter_l wide, bf16
+    block, fused = np.asarray(w["block"]) > 0, np.asarray(w["fused"]) > 0
+    # the min-latency (trtllm-gen) chain: routing builds the active experts' tile list, so its GEMMs
+    # have no per-local-expert scan; its fixed cost is moe_fused_s for the whole chain
+    eff = {**eff,
+           "moe_tensor": eff["moe_tensor"] * np.where(block, eff.get("moe_block_tensor", 1.0), 1.0),
+           "moe_dram": eff["moe_dram"] * np.where(block, eff.get("moe_block_dram", 1.0), 1.0),
+           "moe_gemm_s": np.where(fused, 0.0, eff["moe_gemm_s"]),
+           "moe_expert_s": np.where(fused, 0.0, eff["moe_expert_s"]),
+           "moe_fixed_s": np.where(fused, eff.get("moe_fused_s", eff["moe_fixed_s"] + 2 * eff["moe_gemm_s"]),
+                                   eff["moe_fixed_s"])}
     g1 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n1"], w["k1"], w["wbytes"], peak, sm_count,
                       dram_bytes_per_s, eff, out_bytes=fc1_out)
     g2 = grouped_gemm(w["row_tiles"], w["active"], w["local"], w["n2"], w["k2"], w["wbytes"], peak, sm_count,
