@@ -100,3 +100,23 @@ def test_deepseek_decode_attention_is_the_mla_tensor_core_kernel(arch):
     assert any(unit == "tensor" for unit, _ in k.work.flops)
     # within 2x of its bound at this shape (the per-head CUDA-core kernel was ~100x)
     assert float(attn[0].timing.estimate_s) < 2 * float(attn[0].timing.bound_s)
+
+
+def test_group_limited_gate_by_hand():
+    """16 experts in 8 groups of 2, top-4, 2 groups kept. Tokens choosing experts 0, 2, 4, 6 (groups 0-3,
+    each scoring 1) keep groups 0 and 1 (ties: lower index) and fill their top-4 with 0 and 2 (score 1)
+    then 1 and 3 (score 0, lower index first); the token choosing 9, 11, 13, 15 keeps groups 4 and 5:
+    experts 9, 11, then 8, 10."""
+    import numpy as np
+
+    from estimator.pricing.moe import group_limited_gate
+
+    choices = np.array([[0, 2, 4, 6], [0, 2, 4, 6], [9, 11, 13, 15]])
+    counts = group_limited_gate(choices, experts=16, topk=4, groups=8, topk_groups=2)
+    expected = np.zeros(16)
+    expected[[0, 1, 2, 3]] = 2
+    expected[[8, 9, 10, 11]] = 1
+    assert counts.tolist() == expected.tolist()
+    # with every group kept the gate routes as the choices
+    same = group_limited_gate(choices, experts=16, topk=4, groups=8, topk_groups=8)
+    assert same.tolist() == np.bincount(choices.reshape(-1), minlength=16).astype(float).tolist()
