@@ -131,3 +131,19 @@ def test_flat_and_full_pricing_never_share_a_remembered_timing(monkeypatch):
     again = estimate(graph, hw)
     assert all(p.timing is not q.timing for p, q in zip(flat.kernels, full.kernels, strict=True))
     assert all(p.timing is q.timing for p, q in zip(full.kernels, again.kernels, strict=True))  # remembered
+
+
+def test_round_numbers_rounds_in_place_without_re_simplifying():
+    """JSON's closed forms (report.table.jsonable): numbers rounded to 6 digits, the Max kept as built
+    (evalf would rebuild it and re-run sympy's pairwise simplification), the same value at a point."""
+    import sympy
+
+    from estimator.report.table import jsonable
+    from estimator.symmath import round_numbers
+
+    x, y = sympy.symbols("x y", positive=True)
+    e = sympy.Max(sympy.Float("1.23456789") * x, sympy.Rational(1, 3) * y, evaluate=False)
+    r = round_numbers(e, 6)
+    assert r.func is sympy.Max and sorted(str(a) for a in r.args) == ["0.333333*y", "1.23457*x"]
+    assert abs(float(r.subs({x: 2, y: 9})) - 3.0) < 1e-5
+    assert jsonable(e) == str(r)

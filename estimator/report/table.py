@@ -11,7 +11,7 @@ import sympy
 from estimator.estimate import PricedKernel, Result, group_totals
 from estimator.ir import Expr
 from estimator.pricing.price import unit_peak
-from estimator.symmath import flat_symbolic, rounded
+from estimator.symmath import flat_symbolic, round_numbers, rounded
 from estimator.textfit import fit_table, si, wide, width
 
 
@@ -20,7 +20,8 @@ def jsonable(expr: Expr) -> int | float | str:
     e = sympy.sympify(expr)
     if e.is_number:
         return int(e) if e.is_Integer else float(e)
-    return str(rounded(e, 6)) if e.has(sympy.Float) else str(e)
+    # JSON carries the closed form with its numbers rounded, not re-simplified (symmath.round_numbers)
+    return str(round_numbers(e, 6)) if e.has(sympy.Float) else str(e)
 
 
 def show(expr: Expr, unit: str = "") -> str:
