@@ -25,6 +25,7 @@ import sys
 
 from estimator import jsonout
 from estimator.cli.options import Options, UsageError
+from estimator.textfit import fit_table, width, wrap
 from estimator.version import stamped
 
 DISAGG_KEYS = ("prefill", "decode", "prefill_batch", "decode_batch", "prefill_adp", "decode_adp",
@@ -180,17 +181,13 @@ def search_text(task, rows, top: int, missing: str | None) -> str:
         sla.append(f"TPOT <= {task.tpot_s * 1e3:g} ms")
     head = (f"search: {task.model} on {task.budget} x {task.gpu}, precision {task.precision or 'graph'}, "
             f"{task.framework}, isl {task.isl}, osl {task.osl}; SLA {', '.join(sla) or 'none'}")
-    from estimator.textfit import wrap as fit_lines
-
-    lines = fit_lines(head)
+    lines = wrap(head)
     if missing:
         lines.append(f"  no deployment fits: {missing}")
         return "\n".join(lines)
     if not rows:
         lines.append("  no deployment meets the SLA")
         return "\n".join(lines)
-    from estimator.textfit import fit_table, width, wrap
-
     table = [["#", "mode", "deployment", "conc", "TTFT", "TPOT", "tok/s/GPU", "tok/s/user", "KV headroom"]]
     for i, r in enumerate(rows[:top], 1):
         table.append([str(i), r.mode, r.label, str(r.concurrency), _ms(r.ttft_s), _ms(r.tpot_s),

@@ -16,6 +16,8 @@ from typing import Any
 
 from estimator.profile.analysis import Analysis, Row
 from estimator.profile.join import MATCH_THRESHOLD
+from estimator.textfit import fit_table
+from estimator.textfit import wrap as fit_lines  # prose lines at the terminal's width
 
 NAME_WIDTH = 48  # the kernel column of the table; longer names wrap onto the next lines
 FRACTIONS = ("tensor", "cuda", "sm", "dram", "l2", "l2_hit", "occupancy")
@@ -193,16 +195,12 @@ def wrap(text: str, width: int) -> list[str]:
 
 def _table(rows: list[list[str]], align: str, drop: Sequence[int] | None = None) -> list[str]:
     """Columns fitted to the terminal (estimator/textfit.py; --wide keeps them all)."""
-    from estimator.textfit import fit_table
-
     return fit_table(rows, align, drop=drop)
 
 
 def to_table(a: Analysis, top: int = 15) -> str:
     p = a.profile
     launches, measured = sum(k.instances for k in p.kernels), p.total_s
-    from estimator.textfit import wrap as fit_lines  # prose lines wrapped at the terminal's width
-
     lines = [
         *fit_lines(f"{p.path} ({p.format}): {launches} kernel launches, {show(measured, 's')} measured"
                    + (f" over {p.runs} runs" if p.runs > 1 else "")),
