@@ -49,10 +49,15 @@ class MlaDecodeKernel:
     fp8_mma: bool  # an fp8 cache multiplies in fp8 (else widened to bf16)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=1)
+def kernels_file() -> dict:
+    """mla_moe.yaml, read once."""
+    return yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+
+
 def family_kernels(family: str) -> dict:
     """The family's entry of mla_moe.yaml ({} when it lists none)."""
-    raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
+    raw = kernels_file()
     return raw.get(family) if isinstance(raw.get(family), dict) else {}
 
 
@@ -87,8 +92,7 @@ def bmm_fp8_kind(family: str) -> str:
     """How the family's engine runs the absorbed BMMs with fp8 weights: "block_scaled" (quantize the
     activation per 1 x 128 block, then a block-scaled fp8 BMM) or "dequant_bf16" (bf16 BMM on weights
     dequantized at load); mla_moe.yaml."""
-    raw = yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
-    return (raw.get("mla_bmm_fp8") or {}).get(family, "block_scaled")
+    return (kernels_file().get("mla_bmm_fp8") or {}).get(family, "block_scaled")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,6 @@ import functools
 
 import numpy as np
 import sympy
-import yaml
 
 from estimator import symmath as sm
 from estimator.pricing import mla
@@ -231,8 +230,7 @@ def block_scaled(family: str | None) -> frozenset:
     """The MoE dtypes whose grouped GEMM the family's engine runs with a block-scaled mainloop
     (estimator/pricing/mla_moe.yaml `moe_block_scaled`): they reach moe_block_tensor of the MMA rate and
     moe_block_dram of the weight stream's."""
-    raw = yaml.safe_load(mla.KERNELS_FILE.read_text(encoding="utf-8")) or {}
-    return frozenset((raw.get("moe_block_scaled") or {}).get(family) or ())
+    return frozenset((mla.kernels_file().get("moe_block_scaled") or {}).get(family) or ())
 
 
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
