@@ -153,8 +153,17 @@ class Graph:
         self.dim_conflicts: list[str] = []
         self.nx = nx.DiGraph()
         self.producer: dict[str, str] = {}
+        # the nodes go straight into networkx's own dicts (what DiGraph.add_node fills, without its
+        # per-call cache clearing: a pass builds a new Graph of every node, hundreds of thousands a search)
+        succ, pred, data = self.nx._succ, self.nx._pred, self.nx._node
         for node in nodes:
-            self._add(node)
+            if node.name in succ:
+                raise ValueError(f"duplicate node name {node.name!r}")
+            succ[node.name], pred[node.name], data[node.name] = {}, {}, {"node": node}
+            for out in node.outputs:
+                if out:
+                    self.producer[out] = node.name
+        nx._clear_cache(self.nx)
         # one edge per (producer, consumer) with the tensors it carries, in first-use order; added in one
         # call (networkx's per-edge calls were most of building a 60-layer graph)
         edges: dict[tuple[str, str], list[str]] = {}
@@ -164,14 +173,6 @@ class Graph:
                 if src is not None:
                     edges.setdefault((src, name), []).append(tname)
         self.nx.add_edges_from((a, b, {"tensors": ts}) for (a, b), ts in edges.items())
-
-    def _add(self, node: Node) -> None:
-        if node.name in self.nx:
-            raise ValueError(f"duplicate node name {node.name!r}")
-        self.nx.add_node(node.name, node=node)
-        for out in node.outputs:
-            if out:
-                self.producer[out] = node.name
 
     def node(self, name: str) -> Node:
         # networkx's own node-attribute dict: its NodeView's __getitem__ costs a few calls per look-up,

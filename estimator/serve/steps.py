@@ -239,12 +239,19 @@ def model_steps(name: str, opts: Options, fold_layers: bool = True) -> Steps:
     return Steps(variants, opts, decisions, layers)
 
 
-@functools.lru_cache(maxsize=8)
 def imported(base: str, layers: int, ep: int = 1, attention_dp: int = 1, tp: int = 1) -> tuple[Graph, Graph]:
     """The (decode, prefill) graphs of bundled model `base` built with `layers` layers and one GPU's MoE
     share under expert parallelism `ep` / attention DP `attention_dp` (Parallelism.config; `tp` only
     checks the split: attention TP is shard_tp's), imported once per process (they do not depend on the
-    GPU or the framework; passes never mutate)."""
+    GPU or the framework; passes never mutate). Remembered by the configuration the graphs are built
+    from: the layouts of one MoE share (a dense model at every TP; tp 2, 4, 8 with ep 1) import once."""
     build, cfg, _ = bundled_config(base)
     c = Parallelism(tp=tp, attention_dp=attention_dp, ep=ep).config(replace(cfg, num_layers=layers))
-    return import_model(build(base + "-decode", c, "decode")), import_model(build(base, c, "prefill"))
+    return _built(base, build, c)
+
+
+@functools.lru_cache(maxsize=32)
+def _built(base: str, build, cfg) -> tuple[Graph, Graph]:
+    """`imported`'s graphs of the configuration `cfg` (a frozen DecoderConfig: equal configs, equal
+    graphs)."""
+    return import_model(build(base + "-decode", cfg, "decode")), import_model(build(base, cfg, "prefill"))
