@@ -40,6 +40,7 @@ tensor is inside the fused attention kernel under every fusing strategy.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
@@ -129,7 +130,11 @@ def _head_reshape(graph: Graph, n: Node) -> tuple[int, int] | None:
 
 def _reduces_width(graph: Graph, node: Node, width: sympy.Expr) -> bool:
     x = graph.tensors.get(node.inputs[0]) if node.inputs else None
-    return x is not None and bool(x.shape) and sympy.simplify(x.shape[-1] - width) == 0
+    if x is None or not x.shape:
+        return False
+    gap = sympy.sympify(x.shape[-1] - width)
+    # a number needs no simplify (simplify of a number is the number): most widths are integers
+    return (gap if gap.is_Number else sympy.simplify(gap)) == 0
 
 
 def find_groups(graph: Graph) -> tuple[list[_Group], list[Node]]:
@@ -388,14 +393,28 @@ def _embeddings(graph: Graph) -> Iterable[Node]:
             yield n
 
 
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # graph -> (its size, groups, heads, blocks)
+
+
+def _found(graph: Graph) -> tuple[list[_Group], list[Node], list]:
+    """find_groups and find_blocks of `graph`, remembered per graph object: they read the graph, not the TP
+    (the serving search shards one imported graph at every TP), and `shard_tp` only reads them. Keyed
+    also by the graph's size, as Graph.topo_nodes' cache (graphs are not edited in place)."""
+    size = (graph.nx.number_of_nodes(), graph.nx.number_of_edges(), len(graph.tensors))
+    hit = _FOUND.get(graph)
+    if hit is None or hit[0] != size:
+        groups, heads = find_groups(graph)
+        hit = _FOUND[graph] = (size, groups, heads, find_blocks(graph))
+    return hit[1], hit[2], hit[3]
+
+
 def shard_tp(graph: Graph, tp: int) -> ShardResult:
     """One GPU's graph under tensor parallelism `tp` (tp == 1: the same graph, modified=False)."""
     if tp < 1:
         raise ShardError(f"--tp {tp}: the tensor-parallel size must be a positive integer")
     if tp == 1:
         return ShardResult(graph, False, ())
-    groups, heads = find_groups(graph)
-    blocks = find_blocks(graph)
+    groups, heads, blocks = _found(graph)
     if not groups and not blocks:
         raise ShardError(f"--tp {tp}: no column-/row-parallel MatMul pair found in {graph.name!r} "
                          "(expected Q/K/V -> attention -> O and gate/up -> down)")

@@ -131,10 +131,11 @@ def _deployment(built: dict, model: str, backend: str, tp: int, dp: int, ep: int
 
 def _best(pre, dec, specs, work):
     """The searched unit: the candidate with the most tokens/s per GPU that fits (None: none fits)."""
-    from estimator.serve.disagg import prefetch_many, serve_disagg
+    from estimator.serve.disagg import prefetch_many, serve_disagg_many
 
-    prefetch_many([(pre, dec, s) for s in specs], work)
-    results = [r for r in (serve_disagg(pre, dec, s, work) for s in specs) if r.fits]
+    jobs = [(pre, dec, s) for s in specs]
+    prefetch_many(jobs, work)
+    results = [r for r in serve_disagg_many(jobs, work) if r.fits]
     return max(results, key=lambda r: r.tokens_per_s_per_gpu, default=None)
 
 

@@ -203,6 +203,49 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
     """The xPyD unit `spec` with prefill Deployment `pre` and decode Deployment `dec` serving `work`
     to `clients` closed-loop clients (default: every decode slot held, decode_workers x decode
     attention-DP x decode_batch)."""
+    return serve_disagg_many([(pre, dec, spec)], work, clients, rounds)[0]
+
+
+def serve_disagg_many(units, work: Workload, clients: int | None = None,
+                      rounds: int = FIXED_POINT_ROUNDS) -> list[DisaggResult]:
+    """`serve_disagg` of many (prefill Deployment, decode Deployment, Disagg): the units' fixed points run
+    side by side, round by round, and the decode batches a round asks are priced in one pass per
+    priced Steps (the fixed point asks one batch at a time; one pass of many points costs about what
+    one of a single batch does). Each unit's figures are the ones it has alone: the same fixed point
+    (`_served`), the steps priced point by point."""
+    results: list[DisaggResult | None] = [None] * len(units)
+    pending = []
+    for i, (pre, dec, spec) in enumerate(units):
+        pending.append((i, _served(pre, dec, spec, work, clients, rounds), None))
+    while pending:
+        asked: dict = {}
+        for _, _, ask in pending:
+            if ask is not None:
+                asked.setdefault(id(ask[0].steps), (ask[0], set()))[1].add(ask[1])
+        for dec, batches in asked.values():
+            _prefetch_decode(dec, work, batches)
+        moved = []
+        for i, unit, _ in pending:
+            try:
+                moved.append((i, unit, next(unit)))
+            except StopIteration as done:
+                results[i] = done.value
+        pending = moved
+    return results
+
+
+def _prefetch_decode(dec, work: Workload, batches) -> None:
+    """Have `dec`'s steps price the decode steps `decode_tpot` asks at these batches (padded to the
+    captured size a padded batch runs at), in one pass."""
+    fw = dec.framework
+    pasts = np.arange(work.isl, work.isl + work.osl - 1)
+    dec.steps.prefetch(decode=[(x, pasts) for x in sorted({fw.graph_batch(b) or b for b in batches})])
+
+
+def _served(pre, dec, spec: Disagg, work: Workload, clients: int | None, rounds: int):
+    """serve_disagg's model as a generator: it yields (decode Deployment, batch) before each fixed-point
+    round asks `decode_tpot` of that batch (the caller may price it first, with other units' asks) and
+    returns the DisaggResult."""
     isl, osl = work.isl, work.osl
     # attention DP: every rank of a worker is its own prefill server / decode batch (its own KV cache);
     # a pool of w workers is w x dp such ranks (the MoE layers' collectives are in the ranks' step prices)
@@ -228,7 +271,9 @@ def serve_disagg(pre, dec, spec: Disagg, work: Workload, clients: int | None = N
     host = host_demand_s(osl, fw_d.host_s_per_request, fw_d.host_output_tokens_per_s)
     batch = float(slots)
     for _ in range(rounds):
-        tpot_dec = decode_tpot(dec, work, max(1, math.ceil(batch)))
+        b = max(1, math.ceil(batch))
+        yield dec, b
+        tpot_dec = decode_tpot(dec, work, b)
         cycle = pre_s + t_kv + (osl - 1) * tpot_dec + host
         loop = closed_loop(c, cycle, {"prefill": demand_p, "host": host})
         new = min(float(slots), loop.throughput_per_s * (osl - 1) * tpot_dec / ranks_d)

@@ -310,7 +310,7 @@ def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sl
                   batches: Sequence[int] = DECODE_BATCHES) -> list[Row]:
     """Every xPyD unit of the budget whose pools are layouts of `layouts` (attention TP, attention DP,
     EP: each pool its own), priced from the layouts' Deployments."""
-    from estimator.serve.disagg import prefetch_many, serve_disagg, units
+    from estimator.serve.disagg import prefetch_many, serve_disagg_many, units
 
     kept = [lay for lay in layouts(budget) if priced.at(lay) is not None]
     if not kept:
@@ -318,10 +318,6 @@ def search_disagg(priced: Priced, gpu: str, work: Workload, budget: int, sla: Sl
     fw = priced.at(kept[0]).framework
     per_step = max(1, int(fw.max_num_tokens) // work.isl)
     specs = units(budget, kept, batches, tuple(sorted({1, per_step})))
-    prefetch_many([(*(priced.at(p) for p in pools(s)), s) for s in specs], work)
-    rows = []
-    for spec in specs:
-        r = serve_disagg(*(priced.at(p) for p in pools(spec)), spec, work)
-        if r.fits:
-            rows.append(disagg_row(gpu, r, fw, budget, sla))
-    return rows
+    jobs = [(*(priced.at(p) for p in pools(s)), s) for s in specs]
+    prefetch_many(jobs, work)
+    return [disagg_row(gpu, r, fw, budget, sla) for r in serve_disagg_many(jobs, work) if r.fits]

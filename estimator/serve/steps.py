@@ -101,16 +101,18 @@ class Steps:
         self.variants, self.opts, self.decisions, self.layers = variants, opts, decisions, layers
         self._prefill: dict[tuple[int, int], float] = {}
         act = {"batch": 1, "seq": int(opts.framework.max_num_tokens)}
-        self._points = _step_points(variants, opts)
+        # each variant's graphs at the deployed precision, re-typed once for all that follows
+        typed = [(_retyped(v.decode, opts), _retyped(v.prefill, opts)) for v in variants]
+        self._points = _step_points(variants, typed, opts)
         # batch -> past -> (E_dec, E_ctx, kernels) of the decode steps priced at points
         self._dec: dict[int, dict[int, tuple[float, float, int]]] = {}
         # lowered at the activation point, priced when asked
-        low = [lowered_graph(_retyped(v.prefill, opts), opts.hw, None, act, opts.pipeline) for v in variants]
+        low = [lowered_graph(pre, opts.hw, None, act, opts.pipeline) for _, pre in typed]
         act_graph, kernels = low[-1][0], low[-1][2].kernels
         self.prefill_kernels = int(self._combine(len(x[2].kernels) for x in low))
         self.weights_bytes = float(self._combine(float(weight_bytes(x[0])) for x in low))
         self.activations: Liveness = liveness(act_graph, kernels)
-        kv = [kv_bytes_per_token(_retyped(v.decode, opts), None) for v in variants]
+        kv = [kv_bytes_per_token(dec, None) for dec, _ in typed]
         self.kv_per_token = float(self._combine(kv))
         self.decode_kernels = 0
 
@@ -166,18 +168,20 @@ def _retyped(graph: Graph, opts: Options) -> Graph:
     return g
 
 
-def _step_points(variants: list[_Variant], opts: Options) -> dict[str, StepPoints]:
-    """The decode and prefill steps at arrays of points."""
+def _step_points(variants: list[_Variant], typed: list[tuple[Graph, Graph]],
+                 opts: Options) -> dict[str, StepPoints]:
+    """The decode and prefill steps at arrays of points (`typed`: each variant's (decode, prefill)
+    graphs at the deployed precision, `_retyped`)."""
     fw = opts.framework.name if opts.framework.custom_allreduce else None
 
-    def step(attr: str, dims: tuple[str, ...], kinds: tuple[str, ...]) -> StepPoints:
-        graphs = [(_retyped(getattr(v, attr), opts), v.weight) for v in variants]
+    def step(which: int, dims: tuple[str, ...], kinds: tuple[str, ...]) -> StepPoints:
+        graphs = [(t[which], v.weight) for v, t in zip(variants, typed, strict=True)]
         present = {s.name for s in graphs[0][0].free_symbols()}
         return StepPoints(graphs, opts.hw, opts.pipeline, fw, [d for d in dims if d in present], kinds,
                           opts.tiling)
 
-    return {"decode": step("decode", ("batch", "past_seq"), CONTEXT_KINDS),
-            "prefill": step("prefill", ("batch", "seq"), ())}
+    return {"decode": step(0, ("batch", "past_seq"), CONTEXT_KINDS),
+            "prefill": step(1, ("batch", "seq"), ())}
 
 
 def sharded_variant(decode: Graph, prefill: Graph, tp: int, weight: int = 1) -> tuple[_Variant, tuple]:
