@@ -122,13 +122,16 @@ class Steps:
     def prefetch(self, decode=(), prefill=()) -> None:
         """Price, in one pass at arrays of points (estimator/serve/step_points.py), every decode step
         (batch, array of past lengths) and prefill step (batch, seq) asked that is not priced yet."""
-        need = list(dict.fromkeys((int(b), int(p)) for b, ps in decode for p in np.ravel(ps)
-                                  if int(p) not in self._dec.get(int(b), {})))
+        need: list[tuple[int, int]] = []
+        for b, ps in decode:  # python numbers (tolist): a search asks the priced points again and again
+            row = self._dec.get(int(b), {})
+            need.extend((int(b), p) for p in map(int, np.ravel(ps).tolist()) if p not in row)
+        need = list(dict.fromkeys(need))
         if need:
             b, p = (np.array(x, dtype=float) for x in zip(*need, strict=True))
             total, ctx, kernels = self._points["decode"].evaluate({"batch": b, "past_seq": p})
-            for i, (bi, pi) in enumerate(need):
-                self._dec.setdefault(bi, {})[pi] = (float(total[i]), float(ctx[i]), int(round(kernels[i])))
+            for (bi, pi), t, c, k in zip(need, total.tolist(), ctx.tolist(), kernels.tolist(), strict=True):
+                self._dec.setdefault(bi, {})[pi] = (t, c, int(round(k)))
         asked = ((int(b), int(s)) for b, s in prefill)
         need = list(dict.fromkeys(k for k in asked if k not in self._prefill))
         if need:
@@ -142,8 +145,9 @@ class Steps:
         self.prefetch(decode=[(batch, past)])
         row = self._dec[int(batch)]
         # the launches at the longest context asked (a past of 1 is a build of its own, see step_points)
-        self.decode_kernels = row[int(np.ravel(past)[-1])][2]
-        values = np.array([row[int(p)][part] for p in np.ravel(past)], dtype=float)
+        pasts = list(map(int, np.ravel(past).tolist()))
+        self.decode_kernels = row[pasts[-1]][2]
+        values = np.array([row[p][part] for p in pasts], dtype=float)
         return values.reshape(np.shape(past))
 
     def decode(self, batch: int, past) -> np.ndarray:
