@@ -47,8 +47,8 @@ class Lowered:
 
 
 def _hashable(value: Any) -> Hashable:
-    if isinstance(value, np.ndarray):
-        return (value.shape, str(value.dtype), value.tobytes()[:4096])
+    if isinstance(value, np.ndarray):  # all of its bytes: two arrays alike in a prefix are two kernels
+        return (value.shape, str(value.dtype), value.tobytes())
     if isinstance(value, (list, tuple)):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, Mapping):  # keys starting with "_" carry names, not what the kernel does
@@ -76,12 +76,29 @@ def op_view(graph: Graph, node: Node) -> OpView:
     return OpView(node, tuple(get(t) for t in node.inputs), tuple(get(t) for t in node.outputs), opset)
 
 
+def _named_members(node: Node) -> Hashable:
+    """The "_" keys of a fused node's attributes that name some of its members (an attention core's
+    `_members`, which fused_work prices apart), as positions in its body: names differ from layer to
+    layer, the positions say what the kernel does (dropped from the attributes by `_hashable`, they
+    must be in the signature, else two nodes of one body and different cores would share a price)."""
+    index = {m.name: i for i, m in enumerate(node.body)}
+    out = []
+    for key, value in sorted(node.attrs.items()):
+        if not isinstance(value, Mapping):
+            continue
+        for sub, names in sorted(value.items()):
+            if str(sub).startswith("_") and isinstance(names, (tuple, list, frozenset, set)):
+                out.append((key, sub, tuple(sorted(index.get(x, -1) for x in names))))
+    return tuple(out)
+
+
 def signature(view: OpView, graph: Graph | None = None) -> Hashable:
     n = view.node
     attrs = tuple(sorted((k, _hashable(v)) for k, v in n.attrs.items()))
     body = tuple(signature(op_view(graph, m)) for m in n.body) if n.body and graph is not None else ()
+    named = _named_members(n) if n.body else ()
     return (n.domain, n.op_type, tuple(_tensor_sig(t) for t in view.inputs),
-            tuple(_tensor_sig(t) for t in view.outputs), attrs, view.opset, body)
+            tuple(_tensor_sig(t) for t in view.outputs), attrs, view.opset, body, named)
 
 
 class CostCache:
