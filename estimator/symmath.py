@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
@@ -24,6 +25,18 @@ from typing import Any
 
 import numpy as np
 import sympy
+
+
+def simplified(e: Any) -> sympy.Basic:
+    """sympy.simplify(e), remembered per expression (a pure function of it: the passes ask the same shape
+    ratios of every layer, variant and TP of a search); a number is its own simplification."""
+    e = sympy.sympify(e)
+    return e if e.is_Number else _simplify(e)
+
+
+@functools.lru_cache(maxsize=4096)
+def _simplify(e: sympy.Basic) -> sympy.Basic:
+    return sympy.simplify(e)
 
 
 def is_sym(x: Any) -> bool:

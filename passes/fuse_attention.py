@@ -19,6 +19,7 @@ import sympy
 
 from estimator.ir import Graph, Node
 from estimator.ops import ELEMENTWISE
+from estimator.symmath import simplified
 from passes.dce import dce
 from passes.fusion_common import same
 from passes.graph_edit import (
@@ -200,7 +201,7 @@ def kv_group(graph: Graph, kv: tuple, preps: tuple[list[Node], list[Node]]) -> i
     for t, prep in zip(kv, preps, strict=True):
         entry = _entry(graph, prep) if prep else t.name
         n = _numel(graph, entry)
-        ratio = _simplified(t.numel / n) if n else None
+        ratio = simplified(t.numel / n) if n else None
         groups.append(int(ratio) if ratio is not None and ratio.is_Integer and ratio > 1 else 1)
     return groups[0] if groups[0] == groups[1] else 1
 
@@ -223,15 +224,8 @@ def _kv_batch_heads(graph: Graph, kt: str, names: set[str], per_head: sympy.Expr
     t = graph.tensors.get(tensor)
     if t is None or t.shape is None:
         return None
-    heads = _simplified(t.numel / per_head)
+    heads = simplified(t.numel / per_head)
     return heads if heads.is_integer else None
-
-
-def _simplified(expr: sympy.Expr) -> sympy.Expr:
-    """sympy.simplify(expr), skipped for a number (which simplify returns unchanged): the ratios of equal
-    symbolic shapes cancel on construction."""
-    expr = sympy.sympify(expr)
-    return expr if expr.is_Number else sympy.simplify(expr)
 
 
 def match(graph: Graph, cons: Consumers, softmax: Node, taken: set[str]) -> Group | str:

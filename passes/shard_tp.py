@@ -48,6 +48,7 @@ import sympy
 
 from estimator.ir import Graph, Node, Tensor
 from estimator.ops import ATTENTION, NORMALIZATION, REDUCTION
+from estimator.symmath import simplified
 from passes.graph_edit import Consumers
 from passes.shard_error import ShardError
 from passes.shard_moe import find_blocks, shard_block
@@ -132,9 +133,7 @@ def _reduces_width(graph: Graph, node: Node, width: sympy.Expr) -> bool:
     x = graph.tensors.get(node.inputs[0]) if node.inputs else None
     if x is None or not x.shape:
         return False
-    gap = sympy.sympify(x.shape[-1] - width)
-    # a number needs no simplify (simplify of a number is the number): most widths are integers
-    return (gap if gap.is_Number else sympy.simplify(gap)) == 0
+    return simplified(x.shape[-1] - width) == 0
 
 
 def find_groups(graph: Graph) -> tuple[list[_Group], list[Node]]:
