@@ -163,7 +163,8 @@ class Graph:
             for out in node.outputs:
                 if out:
                     self.producer[out] = node.name
-        nx._clear_cache(self.nx)
+        if (clear := getattr(nx, "_clear_cache", None)) is not None:  # networkx >= 3.3 caches views
+            clear(self.nx)
         # one edge per (producer, consumer) with the tensors it carries, in first-use order; added in one
         # call (networkx's per-edge calls were most of building a 60-layer graph)
         edges: dict[tuple[str, str], list[str]] = {}
