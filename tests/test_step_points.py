@@ -130,7 +130,8 @@ def _moe_steps(weight_format: str) -> Steps:
                   moe=replace(base.moe, experts=8, ffn=256, weight_format=weight_format))
 
     def variant(layers: int, weight: int):
-        c = replace(cfg, num_layers=layers, layer_windows=tuple(16 if i % 2 == 0 else -1 for i in range(layers)))
+        windows = tuple(16 if i % 2 == 0 else -1 for i in range(layers))
+        c = replace(cfg, num_layers=layers, layer_windows=windows)
         dec, pre = (import_model(decoder.build("m" + s, c, mode)) for s, mode in (("-decode", "decode"),
                                                                               ("", "prefill")))
         return sharded_variant(dec, pre, 1, weight)[0]
