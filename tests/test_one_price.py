@@ -102,3 +102,14 @@ def test_closed_form_corners_stay_linear_in_many_free_dims():
     assert len(pts) == 2 * 17 + 2
     assert (64,) * 17 in pts and (16384,) * 17 in pts
     assert all(sum(v == 16384 for v in p) in (0, 1, 16, 17) for p in pts)  # at most one dim off its end
+
+
+def test_check_one_price_serve_holds_a_moe_model():
+    """tools/check_one_price --serve: gpt-oss-20b's serving steps (MoE kernels included) equal --dim's
+    price of the same folded graphs (the streaming-model MoE pricing of the points path was 18 % off on
+    gpt-oss-120b)."""
+    from tools.check_one_price import check_serve
+
+    worst = check_serve("gpt-oss-20b", hwdesc.load("h100-sxm"), decode=((16, 1536), (64, 1)),
+                        prefill=((2, 512),))
+    assert worst < 1e-9

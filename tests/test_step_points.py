@@ -117,3 +117,46 @@ def test_fusion_table_cells_equal_estimate_under_each_strategy():
         want = estimate(graph, HW, precision="bf16", dims=dims, pipeline=pipeline).totals
         for cell in ("kernels", "dram_bytes", "bound_s", "estimate_s"):
             assert float(got[cell]) == pytest.approx(float(want[cell]), rel=1e-9), (name, cell)
+
+
+def _moe_steps(weight_format: str) -> Steps:
+    """A 2- and 4-layer gpt-oss-shaped MoE decoder (8 experts, top-4, sliding / full attention
+    alternating) folded to 6 layers, its experts stored MXFP4 (weight-only, the small M tiles) or in the
+    model's dtype (the 128-row tile)."""
+    from models import decoder, named_configs
+
+    base = named_configs.GPT_OSS_20B
+    cfg = replace(base, hidden=256, num_heads=4, num_kv_heads=2, ffn=256, vocab=512,
+                  moe=replace(base.moe, experts=8, ffn=256, weight_format=weight_format))
+
+    def variant(layers: int, weight: int):
+        windows = tuple(16 if i % 2 == 0 else -1 for i in range(layers))
+        c = replace(cfg, num_layers=layers, layer_windows=windows)
+        dec, pre = (import_model(decoder.build("m" + s, c, mode)) for s, mode in (("-decode", "decode"),
+                                                                              ("", "prefill")))
+        return sharded_variant(dec, pre, 1, weight)[0]
+
+    opts = Options(HW, 1, "bf16", None, STRATEGIES["tensorrt"], FW, True)
+    return Steps([variant(2, 1 - 2), variant(4, 2)], opts, (), 6)  # f(2) + 2 (f(4) - f(2))
+
+
+@pytest.mark.parametrize("weight_format", ["mxfp4", ""])
+def test_moe_serving_steps_price_moe_kernels_as_dim_does(weight_format):
+    """One price per kernel (issue 25): the fused MoE kernels of a serving step are priced by the MoE
+    plan (pricing/plan.py moe_plan: the grouped GEMM over the active experts), not the streaming model,
+    so the step equals the same kernels priced by `--dim batch=B --dim past_seq=P`."""
+    steps = _moe_steps(weight_format)
+    ref = PerPointSteps(steps)
+    # the reference prices its MoE kernels by their grouped GEMM plan (not the streaming model)
+    graph = _retyped(steps.variants[0].decode, steps.opts)
+    r = estimate(graph, HW, dims={"batch": 16, "past_seq": 40}, pipeline=steps.opts.pipeline)
+    moe = [k for k in r.kernels if k.kernel.kind == "moe"]
+    assert moe and all(k.kernel.tile.tile.startswith("grouped") for k in moe)
+    # batches across the MXFP4 M tiles: 16 x 4 / 8 = 8 rows per expert (16-row tile), 64 x 4 / 8 = 32
+    # (48-row tile), 128 x 4 / 8 = 64 (the last, 64)
+    batches, pasts = np.array([1, 3, 16, 64, 128]), np.array([5, 17, 40, 1, 63])
+    steps.prefetch(decode=[(b, [p]) for b, p in zip(batches, pasts, strict=True)])
+    for b, p in zip(batches, pasts, strict=True):
+        assert steps.decode(b, p) == pytest.approx(ref.decode(b, p), rel=1e-9), (b, p)
+    for b, s in ((1, 64), (2, 16), (4, 7)):
+        assert steps.prefill(b, s) == pytest.approx(ref.prefill(b, s), rel=1e-9), (b, s)

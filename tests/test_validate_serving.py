@@ -58,3 +58,21 @@ def test_bad_sets_or_data_is_one_error_line(tmp_path, capsys):
     assert_one_error_line(code, err, "--sets: unknown set(s) nope")
     code, _, err = cli(capsys, "validate", "serving", "--data", str(tmp_path / "absent"))
     assert_one_error_line(code, err, "no e2e_serving.csv.gz there")
+
+
+def test_moe_rows_are_priced_at_their_own_expert_parallel_split():
+    # Qwen3-235B's TensorRT-LLM rows ran TP 4 / EP 4 (and two at TP 4 / MoE-TP 2 / EP 2): one GPU holds
+    # 128 / 4 = 32 whole experts, not all 128 at a quarter of their width
+    spec = validate_serving.SETS["235b-trtllm"]
+
+    def row(tp, moe_tp, ep):
+        return {"tp_size": tp, "moe_tp_size": moe_tp, "moe_ep_size": ep}
+
+    assert validate_serving.split_of(spec, row("4", "1", "4")) == (4, 1, 4)
+    assert validate_serving.split_of(spec, row("4", "2", "2")) == (4, 2, 2)
+    # a dense model's MoE columns (Qwen3-32B's 1 / 1, or 0 / 0) say nothing: attention TP alone
+    dense = validate_serving.SETS["32b-trtllm"]
+    assert validate_serving.split_of(dense, row("8", "1", "1")) == (8, 8, 1)
+    assert validate_serving.label({"tp": 4, "ep": 4, "moe_tp": 1}) == "tp 4 ep 4"
+    assert validate_serving.label({"tp": 4, "ep": 2, "moe_tp": 2}) == "tp 4 ep 2 moe-tp 2"
+    assert validate_serving.label({"tp": 8, "ep": 1, "moe_tp": 8}) == "tp 8"

@@ -108,7 +108,7 @@ def prepare(name: str, data: Path) -> list[tuple]:
     spec = SETS[name]
     deps = deployments(spec, read_rows(data, *spec["match"], spec.get("version")))
     out = []
-    for tp, (dep, rows) in deps.items():
+    for (tp, _, _), (dep, rows) in deps.items():
         setups = [row_setup(dep, spec, r, spec["framework"] == "trtllm") for r in rows]
         prefetch_rows(dep, setups)
         for r, (fw, isl, osl, c, w, prompts) in zip(rows, setups, strict=True):

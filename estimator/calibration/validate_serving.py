@@ -18,12 +18,13 @@ Source: `e2e_serving.csv.gz` (aiconfigurator's silicon set, serving.md 0.3): clo
   on the 8B rows (frameworks.yaml host_*, admission_wait) carry to another model on the same server.
 - 32b-vllm / 32b-sglang: Qwen3-32B bf16 (the table's empty precision) on vLLM 0.12.0 (TP 2/4/8) and
   SGLang 0.5.1 / 0.5.8 (TP 1-8, prefill-first waves at SGLang's own chunked_prefill_size).
-- 235b-trtllm: Qwen3-235B-A22B-FP8 (fp8_block), TensorRT-LLM 1.0.0rc3, TP 4 / EP 4 and TP 8 / EP 8; priced
-  as `--model qwen3-235b-a22b --precision fp8 --tp N` (NB: the serving mode has no --expert-parallel yet:
-  the experts are width-sharded, moe-tp = TP, where the rows run them expert-parallel).
+- 235b-trtllm: Qwen3-235B-A22B-FP8 (fp8_block), TensorRT-LLM 1.0.0rc3, TP 4 / EP 4 and TP 8 / EP 8 (and
+  two rows at TP 4 / MoE-TP 2 / EP 2); priced as `--model qwen3-235b-a22b --precision fp8 --tp N
+  --expert-parallel E`, each row at the split its moe_tp_size / moe_ep_size columns give (split_of).
 - gpt-oss-vllm: gpt-oss-120b on vLLM (MXFP4 experts as the bundled config stores them, W4A16 on Hopper;
   bf16 elsewhere), TP 2/4/8.
-Each TP is priced once (estimator/serve/deploy.py) and every row of it evaluated on those steps.
+Each deployment (TP, and for a MoE model the row's MoE-TP x EP split) is priced once
+(estimator/serve/deploy.py) and every row of it evaluated on those steps.
 Each row runs the server as the benchmark deployed it, not at the framework's defaults: aiconfigurator's
 config generator (src/aiconfigurator/generator/rule_plugin/trtllm.rule and vllm.rule) sets an
 aggregated worker's `max_num_tokens = max_batch_size + isl + 1500` (TensorRT-LLM rounds it up to
@@ -138,25 +139,56 @@ def rows_of(data: Path, spec: dict) -> list[dict]:
     return read_rows(data, *spec["match"], spec.get("version"), spec.get("row_precision"))
 
 
-def deployments(spec: dict, rows: list[dict]) -> dict[int, tuple]:
-    """tp -> (Deployment, its rows): each TP's steps priced once."""
+def split_of(spec: dict, row: dict) -> tuple[int, int, int]:
+    """(tp, moe_tp, ep) the row's benchmark deployed: its tp_size, and for a MoE model its moe_tp_size and
+    moe_ep_size (Qwen3-235B's TensorRT-LLM rows run TP 4 / EP 4 and TP 8 / EP 8: one GPU holds E / EP
+    whole experts, not every expert at 1 / TP of its width); a dense model's MoE columns say nothing."""
+    from estimator.serve.steps import bundled_config
+
+    tp = int(row["tp_size"])
+    found = bundled_config(spec["model"])
+    if found is None or getattr(found[1], "moe", None) is None:
+        return tp, tp, 1
+    ep = int(row.get("moe_ep_size") or 1) or 1
+    moe_tp = int(row.get("moe_tp_size") or 0) or tp // ep
+    return tp, moe_tp, ep
+
+
+def deployments(spec: dict, rows: list[dict]) -> dict[tuple[int, int, int], tuple]:
+    """(tp, moe_tp, ep) -> (Deployment, its rows): each split the rows ran (split_of) priced once; a row
+    whose split does not multiply out (moe_tp x ep != tp) is left out with a note on stderr."""
+    import sys
+
     import hwdesc
     from estimator.serve.deploy import Deployment
     from estimator.serve.frameworks import framework
+    from estimator.serve.parallel import Parallelism
     from estimator.serve.steps import Options
     from passes import STRATEGIES
 
     hw = hwdesc.load("h100-sxm")
-    by_tp: dict[int, list[dict]] = defaultdict(list)
+    by_split: dict[tuple[int, int, int], list[dict]] = defaultdict(list)
     for r in rows:
-        by_tp[int(r["tp_size"])].append(r)
+        by_split[split_of(spec, r)].append(r)
     out = {}
-    for tp in sorted(by_tp):
-        opts = Options(
-            hw, tp, spec["precision"], spec["kv"], STRATEGIES["tensorrt"], framework(spec["framework"])
-        )
-        out[tp] = (Deployment.build(spec["model"], opts), by_tp[tp])
+    for (tp, moe_tp, ep) in sorted(by_split):
+        if moe_tp * ep != tp:
+            print(f"  skipped {len(by_split[(tp, moe_tp, ep)])} rows: tp {tp} != moe_tp {moe_tp} x ep {ep}",
+                  file=sys.stderr)
+            continue
+        parallel = Parallelism(tp=tp, moe_tp=moe_tp, ep=ep)
+        opts = Options(hw, tp, spec["precision"], spec["kv"], STRATEGIES["tensorrt"],
+                       framework(spec["framework"]), parallel=parallel)
+        out[(tp, moe_tp, ep)] = (Deployment.build(spec["model"], opts), by_split[(tp, moe_tp, ep)])
     return out
+
+
+def label(p: dict) -> str:
+    """A row's deployment as the tables name it: `tp N`, with `ep E` (and `moe-tp M` when not 1) under
+    expert parallelism."""
+    if p.get("ep", 1) == 1:
+        return f"tp {p['tp']}"
+    return f"tp {p['tp']} ep {p['ep']}" + (f" moe-tp {p['moe_tp']}" if p["moe_tp"] != 1 else "")
 
 
 BENCH_EXTRA_TOKENS = 1500  # aiconfigurator generator: agg max_num_tokens = max_batch_size + isl + 1500
@@ -173,15 +205,15 @@ def bench_framework(fw, work, block: int):
     return replace(fw, values={**fw.values, "max_num_tokens": budget, "max_batch_size": max(batch, 1)})
 
 
-def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None = BENCH_ROUNDS,
-            bench_budget: bool = True) -> list[dict]:
+def predict(deps: dict[tuple[int, int, int], tuple], fw=None, block: int = 1,
+            rounds: int | None = BENCH_ROUNDS, bench_budget: bool = True) -> list[dict]:
     """Every row's measured and predicted TTFT / TPOT (`fw`: a framework to use instead of each
     deployment's own, for --fit), each row's framework as the benchmark configured it, over `rounds`
     requests per client (None: the steady state alone)."""
     from estimator.serve.serving import Workload, prefetch, serve
 
     out = []
-    for tp, (dep, rows) in deps.items():
+    for (tp, moe_tp, ep), (dep, rows) in deps.items():
         works = [Workload(int(r["isl"]), int(r["osl"]), int(r["batch_size"]), rounds=rounds) for r in rows]
         fws = [bench_framework(fw or dep.framework, work, block) if bench_budget else (fw or dep.framework)
                for work in works]
@@ -196,6 +228,8 @@ def predict(deps: dict[int, tuple], fw=None, block: int = 1, rounds: int | None 
             out.append(
                 {
                     "tp": tp,
+                    "moe_tp": moe_tp,
+                    "ep": ep,
                     "isl": work.isl,
                     "osl": work.osl,
                     "concurrency": work.concurrency,
@@ -215,7 +249,7 @@ HOST_RATES = [None, *np.arange(8000.0, 30001.0, 1000.0)]  # output tokens/s; Non
 HOST_PER_REQUEST_S = np.arange(0.0, 0.0301, 0.0025)
 
 
-def fit_host(deps: dict[int, tuple], block: int) -> tuple[float | None, float, float]:
+def fit_host(deps: dict[tuple[int, int, int], tuple], block: int) -> tuple[float | None, float, float]:
     """(host_output_tokens_per_s, host_s_per_request, objective): the host front end's costs
     (estimator/serve/closed_loop.py) minimising the sum of the median and p90 |error| of TTFT and
     TPOT over a grid (HOST_RATES x HOST_PER_REQUEST_S)."""
@@ -270,11 +304,11 @@ def summary(name: str, points: list[dict]) -> str:
     lines.append(f"  TTFT worst ratio predicted / measured {worst:.2f} (tp {row['tp']} isl {row['isl']} "
                  f"osl {row['osl']} concurrency {row['concurrency']}: {row['ttft_pred_ms']:.0f} ms vs "
                  f"{row['ttft_ms']:.0f} ms); rows beyond 3x or 1/3: {beyond(points, 3.0)}")
-    for tp in sorted({p["tp"] for p in points}):
-        sub = [p for p in points if p["tp"] == tp]
+    for split in sorted({(p["tp"], p.get("ep", 1), p.get("moe_tp", p["tp"])) for p in points}):
+        sub = [p for p in points if (p["tp"], p.get("ep", 1), p.get("moe_tp", p["tp"])) == split]
         t, f = np.abs(_err(sub, "tpot")), np.abs(_err(sub, "ttft"))
         lines.append(
-            f"  tp {tp}: TPOT median {np.median(t):.1%} p90 {np.percentile(t, 90):.1%}; "
+            f"  {label(sub[0])}: TPOT median {np.median(t):.1%} p90 {np.percentile(t, 90):.1%}; "
             f"TTFT median {np.median(f):.1%} p90 {np.percentile(f, 90):.1%}  ({len(sub)} rows)"
         )
     concs = sorted({p["concurrency"] for p in points})
@@ -302,8 +336,9 @@ def markdown(name: str, points: list[dict]) -> str:
                     pct(float(np.median(e)), True)]
         return out
 
-    rows = [(f"tp {tp}", len(sub), *cells(sub))
-            for tp in sorted({p["tp"] for p in points}) for sub in [[p for p in points if p["tp"] == tp]]]
+    splits = sorted({(p["tp"], p.get("ep", 1), p.get("moe_tp", p["tp"])) for p in points})
+    rows = [(label(sub[0]), len(sub), *cells(sub)) for split in splits
+            for sub in [[p for p in points if (p["tp"], p.get("ep", 1), p.get("moe_tp", p["tp"])) == split]]]
     rows.append(("all", len(points), *cells(points)))
     return f"**{name}**: {len(points)} rows\n\n" + table(
         ("deployment", "rows", "TPOT median", "TPOT p90", "TPOT signed", "TTFT median", "TTFT p90",

@@ -453,13 +453,28 @@ def _mla_decode_plan(a: attn_model.Attn, k: mla.MlaDecodeKernel, unit: tuple[str
 
 # ---- MoE ------------------------------------------------------------------------------------------
 
-def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> TilePlan | None:
-    """A fused grouped-GEMM MoE kernel (passes/fuse_moe.py) priced by moe.grouped_gemm: tokens x top_k
-    routed rows over the expected active experts (uniform routing, estimator/cost/moe.py), spread evenly
-    over them and padded to the 128-row tile; every local expert pays its bookkeeping. None (the
-    streaming model) when the routing is unknown, the family's engine kernel is not listed
-    (estimator/pricing/mla_moe.yaml) or the descriptor has no MoE constants. Symbolic in
-    the free dims, so sweeps evaluate the same formula."""
+@dataclass(frozen=True)
+class MoeProblem:
+    """What the MoE plan reads off a fused grouped-GEMM MoE kernel (passes/fuse_moe.py): its routing
+    (experts, top_k, and the routed tokens, an expression of the free dims), one expert's [K, N] GEMM, the
+    weights' bytes per element, whether they are stored block-scaled (MXFP4: weight-only), the MMA unit."""
+
+    experts: Any
+    top_k: Any
+    tokens: Any
+    n: Any
+    k: Any
+    wbytes: Any
+    stored: bool
+    unit: tuple[str, str]
+
+
+def moe_problem(graph: Graph, kernel, hw: HardwareDescriptor) -> MoeProblem | None:
+    """The kernel's MoeProblem, or None (the streaming model prices it) when the routing is unknown, the
+    family's engine kernel is not listed (estimator/pricing/mla_moe.yaml) or the descriptor has no MoE
+    constants."""
+    if kernel.kind != "moe":
+        return None
     info = graph.node(kernel.name).attrs.get("moe")
     unit = _mma_unit(kernel.work)
     if (not info or info.get("top_k") is None or unit is None or unit[0] != TENSOR
@@ -473,21 +488,45 @@ def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> T
         return None
     experts, top_k, tokens = (sympy.sympify(info[k]) for k in ("experts", "top_k", "tokens"))
     n = out.shape[-1]
-    k = w.numel / (w.shape[0] * n)
-    wbytes = traffic(w) / w.numel
-    active = expected_active_experts(experts, top_k, tokens)
+    return MoeProblem(experts, top_k, tokens, n, w.numel / (w.shape[0] * n), traffic(w) / w.numel,
+                      w.dtype in STORED_FORMATS, unit)
+
+
+def _moe_plan(graph: Graph, kernel, hw: HardwareDescriptor, res: Residency) -> TilePlan | None:
+    """The MoE plan of a kernel as its graph holds it (symbolic in the free dims, so sweeps evaluate the
+    same formula); None: no MoeProblem."""
+    p = moe_problem(graph, kernel, hw)
+    if p is None:
+        return None
+    return moe_plan(p, p.tokens, kernel.work.dram_bytes, kernel.work.flops[p.unit], hw, res)
+
+
+def moe_plan(p: MoeProblem, tokens: Any, dram_bytes: Any, mma_flops: Any, hw: HardwareDescriptor,
+             res: Residency) -> TilePlan:
+    """A fused grouped-GEMM MoE kernel priced by moe.grouped_gemm: tokens x top_k routed rows over the
+    expected active experts (uniform routing, estimator/cost/moe.py), spread evenly over them and padded
+    to the M tile; every local expert pays its bookkeeping. `tokens`, `dram_bytes` (the kernel's Work's)
+    and `mma_flops` (its FLOPs on the MMA unit) in any one number type: sympy (a graph's kernel), or
+    arrays of points (estimator/pricing/points.py, the serving steps)."""
+    experts, top_k, n, k, wbytes = p.experts, p.top_k, p.n, p.k, p.wbytes
+    if isinstance(tokens, np.ndarray) or isinstance(dram_bytes, np.ndarray):
+        # arrays of points: the problem's sympy numbers as python numbers (a sympy number would turn the
+        # arrays into object arrays), the expected active experts by the same formula on arrays
+        experts, top_k, n, k, wbytes = (sm.num(x) for x in (experts, top_k, n, k, wbytes))
+        active = experts if experts == top_k else moe.active_uniform(tokens, top_k, experts)
+    else:
+        active = expected_active_experts(experts, top_k, tokens)
     # stored block-scaled experts (MXFP4) run weight-only (W4A16: the MMA at the activations' dtype) with
     # the small M tiles vLLM's Marlin MoE picks from the rows per expert; other dtypes the 128-row tile
-    tile_m = (moe.weight_only_tile_m(tokens * top_k / experts) if w.dtype in STORED_FORMATS
-              else moe.TILE_M)
+    tile_m = moe.weight_only_tile_m(tokens * top_k / experts) if p.stored else moe.TILE_M
     row_tiles = active * sm.ceil(tokens * top_k / (active * tile_m))
     weights = active * n * k * wbytes
-    act = sm.maximum(kernel.work.dram_bytes - weights, 0)
-    peak = unit_peak(hw, *unit)
+    act = sm.maximum(dram_bytes - weights, 0)
+    peak = unit_peak(hw, *p.unit)
     compute, memory, fixed, time = moe.grouped_gemm(row_tiles, active, experts, n, k, wbytes, peak,
                                                     hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency),
                                                     out_bytes=act, tile_m=tile_m)
-    util = kernel.work.flops[unit] / (time * peak)
+    util = mma_flops / (time * peak)
     ctas = row_tiles * sm.ceil_div(n, moe.TILE_N)
     # the experts' weights stream from DRAM (no L2 term of their own: pricing/moe.py)
     tile = f"{int(tile_m)}" if sm.numeric(tile_m) and np.ndim(tile_m) == 0 else "m"

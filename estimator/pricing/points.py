@@ -84,7 +84,8 @@ def _subst(obj: Any, lam: Lambdas, values: Mapping[str, np.ndarray], n: int) -> 
 
 class KernelPricer:
     """Prices one kernel of a lowered graph at arrays of its free dims, through the pricing core
-    (`tiling=False`: no plans, the kernel is priced by `price` alone)."""
+    (`tiling=False`: no plans, the kernel is priced by `price` alone). A fused MoE kernel is priced by
+    its MoE plan (plan.moe_plan) at the points, as `--dim` prices it."""
 
     def __init__(self, graph: Graph, kernel, hw: HardwareDescriptor, lam: Lambdas,
                  tiling: bool = True) -> None:
@@ -95,6 +96,8 @@ class KernelPricer:
         tiled = self.unit is not None and self.menu is not None
         self.gemm = gemm_of_kernel(graph, kernel) if tiled else None
         self.attention = attention_of_kernel(graph, kernel) if tiled and self.gemm is None else None
+        # a fused MoE kernel: its grouped GEMM over the active experts (plan.moe_plan), as --dim prices it
+        self.moe = tp.moe_problem(graph, kernel, hw) if tiled else None
         warps = self.menu.block_quant_warps_per_sm if self.menu is not None else 0
         self.rounds = quant.block_quant_rounds(graph, kernel, hw.sm_count, warps)
 
@@ -116,6 +119,9 @@ class KernelPricer:
         """The kernel's plan at the points (plan.plan_problem on arrays); `gemm=False`: its GEMM was
         planned already (plan_gemms found no tile), the next plans are tried."""
         work = self.work(values, n) if work is None else work
+        if self.moe is not None:
+            return tp.moe_plan(self.moe, self.lam.array(self.moe.tokens, values, n), work.dram_bytes,
+                               work.flops[self.unit], self.hw, NO_RESIDENCY)
 
         def found() -> Any:
             if self.attention is None:
@@ -133,7 +139,7 @@ class KernelPricer:
     def tile_plan(self, values: Mapping[str, np.ndarray], n: int,
                   work: PointWork | None = None) -> tp.TilePlan | None:
         """The plan at the points where the kernel is priced by a tile (GEMM, attention), else None (a
-        streaming kernel: its symbolic formula is exact at every point)."""
+        streaming kernel, or a MoE kernel (plan.moe_plan): its symbolic formula is exact at every point)."""
         if self.gemm is None and self.attention is None:
             return None
         plan = self.plan(values, n, work)
