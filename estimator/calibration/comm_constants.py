@@ -48,6 +48,8 @@ def _line(line: dict) -> str:
     parts.append(f"bus_efficiency: {effs}")
     if "min_gpus" in line:
         parts.append(f"min_gpus: {line['min_gpus']}")
+    if line.get("chunk_s") is not None:
+        parts.append(f"channels: {line['channels']}, chunk_s: {_num(line['chunk_s'])}")
     return "{" + ", ".join(parts) + "}"
 
 
