@@ -80,6 +80,9 @@ def test_bad_interconnect_names_the_key(tmp_path, edit, key):
     (lambda c: c["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]), "custom.oneshot.bus_efficiency"),
     (lambda c: c.update(p2p_ll_max_bytes_per_peer=-1), "p2p_ll_max_bytes_per_peer"),
     (lambda c: c.pop("command"), "collectives.command"),  # a fit names its table and its command
+    (lambda c: c["nvls"].update(channels=16), "nvls.channels"),  # channels without chunk_s
+    (lambda c: c["nvls"].update(channels=0, chunk_s=1e-5), "nvls.channels"),
+    (lambda c: c["nvls"].update(channels=16, chunk_s=-1), "nvls.chunk_s"),
 ])
 def test_bad_collectives_name_the_family_file_and_key(tmp_path, edit, key):
     # the fitted collective constants live in the family file (hwdesc/families/hopper.yaml)
@@ -234,6 +237,7 @@ def _consts(hw) -> dict:
         return {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": eff}
 
     return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
-            "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus},
+            "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus,
+                     **({"channels": c.nvls_channels, "chunk_s": c.nvls_chunk_s} if c.nvls_chunk_s else {})},
             "custom": {k: line(x) for k, x in c.custom.items()},
             "p2p_ll_max_bytes_per_peer": c.p2p_ll_max_bytes_per_peer}
