@@ -137,7 +137,7 @@ def test_a_blackwell_fit_goes_to_its_family_alone_unscaled(tmp_path):
     hopper = (folder / "hopper.yaml").read_text()
     consts = {"nccl": {op: {"simple": {"alpha_s": 2e-5, "step_s": 1e-6, "bus_efficiency": [0.5, 0.6, 0.7]}}
                        for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
-              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8},
+              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8, "channels": 24, "chunk_s": 3e-5},
               "custom": {"oneshot": {"alpha_s": 4e-6, "step_s": 1e-7, "bus_efficiency": 0.7}}}
     fit = {"fitted_on": "../shared/calibration/b200_sxm/nccl.csv.gz", "command": "estimate calibrate --comm"}
     assert comm_constants.write(consts, tmp_path, **fit, family="blackwell") == ["families/blackwell.yaml"]
@@ -147,6 +147,7 @@ def test_a_blackwell_fit_goes_to_its_family_alone_unscaled(tmp_path):
     for sku in ("b200", "gb200", "b300"):  # every SKU of the family, through its own descriptor
         c = hwdesc.load_file(hwdesc.bundled_dir() / f"{sku}.yaml", families=folder).interconnect.collectives
         assert c.nvls.bus_efficiency == (0.6,)  # its own fit: no nvlsEfficiency scaling
+        assert (c.nvls_channels, c.nvls_chunk_s) == (24, 3e-5)  # the NVLS chunk limit round-trips
         assert c.nccl["all_gather"]["simple"].alpha_s == 2e-5
 
 
