@@ -13,8 +13,10 @@ Simple) as NCCL's tuner takes it:
     steps = 2(g-1) all-reduce ring, g-1 all-gather / reduce-scatter / all-to-all
     F (bus factor, nccl-tests PERFORMANCE.md) = 2(g-1)/g all-reduce, (g-1)/g the others
 NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp`, within the NVLink
-domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
-about once). Without the p2p threshold below, a send is one all-gather step of two GPUs:
+domain): t = alpha + nbytes / rate, rate = eta * link (the switch reduces; each GPU sends and receives its
+buffer about once), and where the family file has `nvls.channels` / `nvls.chunk_s` at most
+channels * g * chunk / chunk_s, chunk from NCCL's ladder by size (nvls_rate: 16 / 32 / 64 KiB chunks
+for mid-size messages). Without the p2p threshold below, a send is one all-gather step of two GPUs:
 t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
 
 All-to-all and send on a descriptor with `p2p_ll_max_bytes_per_peer` (NCCL's send/recv kernels, `_p2p`):
