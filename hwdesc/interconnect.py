@@ -22,7 +22,8 @@ fractions of this GPU's own link bandwidth (so they carry over to another GPU th
             peer; its `ll` efficiency is one peer's LL stream, every peer's running at once)
     p2p_ll_max_bytes_per_peer: bytes   (a p2p transfer of at most this many bytes per peer takes LL,
             a larger one Simple; absent: the all-to-all takes the fastest line, as the collectives do)
-    nvls:   {alpha_s, bus_efficiency, min_gpus}   (all-reduce with NVLink SHARP, fp16/bf16/fp32)
+    nvls:   {alpha_s, bus_efficiency, min_gpus, channels?, chunk_s?}   (all-reduce with NVLink SHARP,
+            fp16/bf16/fp32; channels + chunk_s: the chunk-size limit, pricing/collectives.py nvls_rate)
     custom: {oneshot | twoshot | multimem: {alpha_s, step_s, bus_efficiency}}  (framework all-reduce
             kernels: estimator/pricing/custom_allreduce.yaml)
 """
@@ -68,6 +69,8 @@ class CollectiveConstants:
     custom: Mapping[str, Line]  # "oneshot" / "twoshot"
     source: str
     p2p_ll_max_bytes_per_peer: float | None = None  # None: the all-to-all takes its fastest line
+    nvls_channels: int | None = None  # NCCL's NVLS CTAs (NVLS_NCHANNELS); None: no chunk limit
+    nvls_chunk_s: float | None = None  # one NVLS head's time per chunk step (fitted); None: no chunk limit
 
 
 @dataclass(frozen=True)
@@ -202,12 +205,20 @@ def parse_collectives(fail, node: Any, key: str = f"{GROUP}.collectives") -> Col
                                      for p in known if p in protos})
         if not nccl[op]:
             raise fail(f"{key}.nccl.{op}", f"needs at least one protocol of {', '.join(known)}")
-    nvls, nvls_min = None, 2
+    nvls, nvls_min, nvls_channels, nvls_chunk = None, 2, None, None
     if node.get("nvls") is not None:
         raw = dict(_mapping(fail, node["nvls"], f"{key}.nvls"))
         nvls_min = raw.pop("min_gpus", 2)
         if not isinstance(nvls_min, int) or nvls_min < 2:
             raise fail(f"{key}.nvls.min_gpus", f"must be an integer >= 2, got {nvls_min!r}")
+        nvls_channels, nvls_chunk = raw.pop("channels", None), raw.pop("chunk_s", None)
+        if (nvls_channels is None) != (nvls_chunk is None):
+            raise fail(f"{key}.nvls.channels", "channels and chunk_s go together (both or neither)")
+        if nvls_channels is not None and (not isinstance(nvls_channels, int) or isinstance(nvls_channels, bool)
+                                          or not 1 <= nvls_channels <= 64):
+            raise fail(f"{key}.nvls.channels", f"must be an integer in [1, 64], got {nvls_channels!r}")
+        if nvls_chunk is not None and (not _positive(nvls_chunk) or nvls_chunk >= 1e-3):
+            raise fail(f"{key}.nvls.chunk_s", f"must be in (0, 0.001) seconds, got {nvls_chunk!r}")
         nvls = _line(fail, raw, f"{key}.nvls")
     custom_node = _mapping(fail, node.get("custom", {}), f"{key}.custom")
     custom = {a: _line(fail, custom_node[a], f"{key}.custom.{a}")
@@ -216,4 +227,5 @@ def parse_collectives(fail, node: Any, key: str = f"{GROUP}.collectives") -> Col
     if ll_max is not None and (not _positive(ll_max) or ll_max >= 2**30):
         raise fail(f"{key}.p2p_ll_max_bytes_per_peer", f"must be a byte count in (0, 1 GiB), got {ll_max!r}")
     return CollectiveConstants(MappingProxyType(nccl), nvls, nvls_min, MappingProxyType(custom), source,
-                               None if ll_max is None else float(ll_max))
+                               None if ll_max is None else float(ll_max), nvls_channels,
+                               None if nvls_chunk is None else float(nvls_chunk))

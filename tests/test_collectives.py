@@ -72,6 +72,36 @@ def test_nvls_for_large_bf16_all_reduce_on_eight_gpus_only():
     assert four.algorithm == "ring"  # nvls_min_gpus = 8
 
 
+def test_nvls_chunk_ladder_by_hand():
+    # NCCL's ladder, ops = 24 NVLS channels x 8 heads = 192: 128 KiB halves to 64 KiB under
+    # 64 * 192 * 128 KiB = 1.5 GiB, to 32 KiB under 8 * 192 * 64 KiB = 96 MiB, to 16 KiB under
+    # 2 * 192 * 32 KiB = 12 MiB
+    ops = 192
+    assert coll.nvls_chunk_bytes(12 * MiB - 1, ops) == 16384
+    assert coll.nvls_chunk_bytes(12 * MiB, ops) == 32768
+    assert coll.nvls_chunk_bytes(96 * MiB - 1, ops) == 32768
+    assert coll.nvls_chunk_bytes(96 * MiB, ops) == 65536
+    assert coll.nvls_chunk_bytes(1536 * MiB, ops) == 131072
+    x = sympy.Symbol("x", positive=True)
+    assert coll.nvls_chunk_bytes(x, ops).subs(x, 32 * MiB) == 32768  # the Piecewise agrees
+
+
+def test_nvls_rate_is_capped_by_chunks_per_chunk_time():
+    hw = _hw()
+    consts = dataclasses.replace(hw.interconnect.collectives, nvls_channels=24, nvls_chunk_s=20e-6)
+    ic = dataclasses.replace(hw.interconnect, collectives=consts)
+    chunked = dataclasses.replace(hw, interconnect=ic)
+    n = 32 * MiB
+    # 192 ops x 32 KiB / 20 us = 314.6 GB/s, under 0.8 x 400 GB/s = 320 GB/s
+    assert close(coll.nvls_rate(n, 8, consts, LINK), 192 * 32768 / 20e-6)
+    c = coll.collective_cost("AllReduce", n, 8, chunked, dtype="bf16")
+    assert c.algorithm == "nvls" and close(c.estimate_s, 20e-6 + n / (192 * 32768 / 20e-6))
+    # from 96 MiB the chunk is 64 KiB: 629 GB/s of chunks, so the link's 320 GB/s caps it
+    assert close(coll.nvls_rate(256 * MiB, 8, consts, LINK), 0.8 * LINK)
+    # no chunk constants (Hopper's file): the line alone
+    assert close(coll.nvls_rate(n, 8, hw.interconnect.collectives, LINK), 0.8 * LINK)
+
+
 def test_all_gather_reduce_scatter_all_to_all_and_send():
     hw = _hw(simple_only=True)
     n = 64 * MiB
@@ -177,11 +207,11 @@ def test_trtllm_on_blackwell_takes_its_sm100_routes():
 
 
 # hwdesc/families/blackwell.yaml's all-reduce lines (alpha_s, step_s, bus efficiency at 2 / 4 / 8 GPUs)
-B200_AR_LL128 = (8.49e-06, 1.29e-06, (0.35, 0.365, 0.469))
-B200_AR_SIMPLE = (2.38e-05, 5.68e-07, (0.602, 0.667, 0.66))
+B200_AR_LL128 = (8.18e-06, 1.3e-06, (0.285, 0.353, 0.424))
+B200_AR_SIMPLE = (2.12e-05, 2.75e-06, (0.612, 0.735, 0.688))
 # LL128 at 8 GPUs, 1 MiB: 8.49 + 14 x 1.29 us + 1.75 x 1 MiB / (0.469 x 900 GB/s) = 8.49 + 18.06 + 4.347
 # = 30.90 us (Simple: 23.8 + 7.95 + 3.09 = 34.84 us; NVLS: 52 + 2.60 us); measured on B200: 30.1 us
-B200_AR_8GPU_1MIB_S = 30.897e-6
+B200_AR_8GPU_1MIB_S = 31.189e-6
 
 
 def test_b200_all_reduce_by_hand_from_the_blackwell_constants():
@@ -201,7 +231,10 @@ def test_b200_all_reduce_by_hand_from_the_blackwell_constants():
     got = coll.collective_cost("AllReduce", MiB, 8, hw, dtype="fp16")
     lines = [x.alpha_s + 14 * x.step_s + 1.75 * MiB / (x.efficiency(8) * link)
              for x in c.nccl["all_reduce"].values()]
-    assert close(got.estimate_s, min(*lines, nvls.alpha_s + MiB / (nvls.efficiency(8) * link)))
+    # NVLS: 1 MiB is under 12 MiB, 16 KiB chunks: 24 x 8 ops x 16 KiB / chunk_s caps the rate
+    assert (c.nvls_channels, c.nvls_chunk_s) == (24, 2.8e-05)
+    nvls_s = nvls.alpha_s + MiB / min(nvls.efficiency(8) * link, 192 * 16384 / 2.8e-05)
+    assert close(got.estimate_s, min(*lines, nvls_s))
     assert got.protocol == "LL128" and close(got.estimate_s, expected)
     assert float(got.estimate_s) == pytest.approx(B200_AR_8GPU_1MIB_S, rel=1e-4)
     tiny = coll.collective_cost("AllReduce", 512, 2, hw, dtype="fp16")

@@ -86,7 +86,9 @@ def test_family_collectives_reach_the_skus():
     assert hwdesc.load("h100-sxm").interconnect.collectives.nvls.bus_efficiency == (0.597,)
     # Blackwell's own fit on the B200 tables (hwdesc/families/blackwell.yaml), read by every Blackwell SKU
     b200, b300 = (hwdesc.load(a).interconnect.collectives for a in ("b200", "b300"))
-    assert b300.nvls.bus_efficiency == (0.448,) and b300 == b200
+    assert b300.nvls.bus_efficiency == (0.549,) and b300 == b200
+    assert (b300.nvls_channels, b300.nvls_chunk_s) == (24, 2.8e-05)  # the NVLS chunk limit too
+    assert hwdesc.load("h100-sxm").interconnect.collectives.nvls_chunk_s is None  # Hopper: not fitted
     a100, h100 = (hwdesc.load(a).interconnect.collectives for a in ("a100", "h100-sxm"))
     assert replace(a100, source="") == replace(h100, source="")  # inherited: the same H100 fit
     assert a100.source.startswith("H100 fit, not refitted for this family: ")

@@ -80,6 +80,9 @@ def test_bad_interconnect_names_the_key(tmp_path, edit, key):
     (lambda c: c["custom"]["oneshot"].update(bus_efficiency=[0.5, 0.5]), "custom.oneshot.bus_efficiency"),
     (lambda c: c.update(p2p_ll_max_bytes_per_peer=-1), "p2p_ll_max_bytes_per_peer"),
     (lambda c: c.pop("command"), "collectives.command"),  # a fit names its table and its command
+    (lambda c: c["nvls"].update(channels=16), "nvls.channels"),  # channels without chunk_s
+    (lambda c: c["nvls"].update(channels=0, chunk_s=1e-5), "nvls.channels"),
+    (lambda c: c["nvls"].update(channels=16, chunk_s=-1), "nvls.chunk_s"),
 ])
 def test_bad_collectives_name_the_family_file_and_key(tmp_path, edit, key):
     # the fitted collective constants live in the family file (hwdesc/families/hopper.yaml)
@@ -134,7 +137,7 @@ def test_a_blackwell_fit_goes_to_its_family_alone_unscaled(tmp_path):
     hopper = (folder / "hopper.yaml").read_text()
     consts = {"nccl": {op: {"simple": {"alpha_s": 2e-5, "step_s": 1e-6, "bus_efficiency": [0.5, 0.6, 0.7]}}
                        for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
-              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8},
+              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8, "channels": 24, "chunk_s": 3e-5},
               "custom": {"oneshot": {"alpha_s": 4e-6, "step_s": 1e-7, "bus_efficiency": 0.7}}}
     fit = {"fitted_on": "../shared/calibration/b200_sxm/nccl.csv.gz", "command": "estimate calibrate --comm"}
     assert comm_constants.write(consts, tmp_path, **fit, family="blackwell") == ["families/blackwell.yaml"]
@@ -144,6 +147,7 @@ def test_a_blackwell_fit_goes_to_its_family_alone_unscaled(tmp_path):
     for sku in ("b200", "gb200", "b300"):  # every SKU of the family, through its own descriptor
         c = hwdesc.load_file(hwdesc.bundled_dir() / f"{sku}.yaml", families=folder).interconnect.collectives
         assert c.nvls.bus_efficiency == (0.6,)  # its own fit: no nvlsEfficiency scaling
+        assert (c.nvls_channels, c.nvls_chunk_s) == (24, 3e-5)  # the NVLS chunk limit round-trips
         assert c.nccl["all_gather"]["simple"].alpha_s == 2e-5
 
 
@@ -234,6 +238,7 @@ def _consts(hw) -> dict:
         return {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": eff}
 
     return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
-            "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus},
+            "nvls": {**line(c.nvls), "min_gpus": c.nvls_min_gpus,
+                     **({"channels": c.nvls_channels, "chunk_s": c.nvls_chunk_s} if c.nvls_chunk_s else {})},
             "custom": {k: line(x) for k, x in c.custom.items()},
             "p2p_ll_max_bytes_per_peer": c.p2p_ll_max_bytes_per_peer}

@@ -27,6 +27,10 @@ CARRIED = ("not fitted on a {family} GPU: the H100 fit (hwdesc/families/hopper.y
            "nvlsEfficiency "
            "ratio ({family} {ratio} / Hopper 0.85, serving.md 1.2c); rewritten with the Hopper fit by the "
            "same command")
+NVLS_CHUNK_NOTE = (
+    "nvls.channels: NCCL's NVLS CTAs in one node (src/transport/nvls.cc NVLS_NCHANNELS: sm100 24, sm90 16;",
+    "a documented engine rule, read from the family file by the fit); chunk_s: one NVLS op's time per chunk",
+    "step, fitted with the all_reduce lines (fit_comm.fit_nccl); the chunk ladder is NCCL's (collectives.nvls_rate)")
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}  # NCCL tuning.cc nvlsEfficiency (serving.md 1.2c)
 
 
@@ -48,6 +52,8 @@ def _line(line: dict) -> str:
     parts.append(f"bus_efficiency: {effs}")
     if "min_gpus" in line:
         parts.append(f"min_gpus: {line['min_gpus']}")
+    if line.get("chunk_s") is not None:
+        parts.append(f"channels: {line['channels']}, chunk_s: {_num(line['chunk_s'])}")
     return "{" + ", ".join(parts) + "}"
 
 
@@ -74,6 +80,8 @@ def block(consts: dict, family: str, fitted_on: str = "", command: str = "", car
         lines.append(f"  p2p_ll_max_bytes_per_peer: {int(consts['p2p_ll_max_bytes_per_peer'])}")
     nvls = dict(consts["nvls"])
     nvls["bus_efficiency"] = min(nvls["bus_efficiency"] * scale, 2.0)
+    if nvls.get("chunk_s") is not None:
+        lines += [f"  # {text}" for text in NVLS_CHUNK_NOTE]
     lines.append(f"  nvls: {_line(nvls)}")
     lines.append("  custom:")
     if kept:

@@ -138,12 +138,17 @@ def nccl_times(consts: dict, op: str, n, nbytes, nvls_ok, link: float) -> np.nda
     best = np.min(times, axis=0)
     if op == "all_reduce":
         nv = consts["nvls"]
-        t = nv["alpha_s"] + nbytes / (nv["bus_efficiency"] * link)
+        rate = np.full(len(nbytes), nv["bus_efficiency"] * link)
+        if nv.get("chunk_s") is not None:  # collectives.nvls_rate's chunk limit
+            ops = nv["channels"] * np.asarray(n)
+            chunk = np.array([collectives.nvls_chunk_bytes(float(b), int(o)) for b, o in zip(nbytes, ops)])
+            rate = np.minimum(rate, ops * chunk / nv["chunk_s"])
+        t = nv["alpha_s"] + nbytes / rate
         best = np.where(nvls_ok & (n >= nv["min_gpus"]), np.minimum(best, t), best)
     return best
 
 
-def _unpack_nccl(x: np.ndarray, op: str) -> dict:
+def _unpack_nccl(x: np.ndarray, op: str, nvls_channels: int | None = None) -> dict:
     protos, i = {}, 0
     for p in PROTOCOLS:
         protos[p] = {"alpha_s": float(np.exp(x[i])), "step_s": float(np.exp(x[i + 1])),
@@ -152,6 +157,8 @@ def _unpack_nccl(x: np.ndarray, op: str) -> dict:
     out = {"nccl": {op: protos}}
     out["nvls"] = ({"alpha_s": float(np.exp(x[i])), "bus_efficiency": float(np.exp(x[i + 1])), "min_gpus": 8}
                    if op == "all_reduce" else None)
+    if out["nvls"] is not None and nvls_channels is not None:
+        out["nvls"].update(channels=nvls_channels, chunk_s=float(np.exp(x[i + 2])))
     return out
 
 
@@ -194,7 +201,9 @@ def fit_p2p(n, b, t, link: float, restarts: int, seed: int) -> dict:
     return _unpack_p2p(x, ll_max)
 
 
-def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1) -> dict:
+def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1,
+             nvls_channels: int | None = None) -> dict:
+    """`nvls_channels` (the descriptor's nvls.channels): also fit the NVLS chunk time (nvls.chunk_s)."""
     consts = {"nccl": {}, "nvls": None}
     for raw, op in OPS.items():
         sel = rows["op_name"] == raw
@@ -210,14 +219,15 @@ def fit_nccl(rows: dict, link: float, restarts: int = 6, seed: int = 1) -> dict:
             a, s, e = START[p]
             x0 += [np.log(a), np.log(s)] + [np.log(e)] * len(EFFICIENCY_GROUPS)
         if op == "all_reduce":
-            x0 += [np.log(50e-6), np.log(0.6)]
+            x0 += ([np.log(50e-6), np.log(0.5), np.log(20e-6)] if nvls_channels  # a binding chunk limit
+                   else [np.log(50e-6), np.log(0.6)])
 
         def f(x, op=op, n=n, b=b, t=t, nvls_ok=nvls_ok):
-            c = _unpack_nccl(x, op)
+            c = _unpack_nccl(x, op, nvls_channels)
             return score(nccl_times(c, op, n, b, nvls_ok, link), t, n)
 
         _, x = _search(f, x0, restarts, seed)
-        c = _unpack_nccl(x, op)
+        c = _unpack_nccl(x, op, nvls_channels)
         consts["nccl"][op] = c["nccl"][op]
         if c["nvls"] is not None:
             consts["nvls"] = c["nvls"]
@@ -384,6 +394,8 @@ def descriptor_constants(hw) -> dict:
         return {"alpha_s": x.alpha_s, "step_s": x.step_s, "bus_efficiency": list(x.bus_efficiency)}
 
     nvls = {**line(c.nvls), "bus_efficiency": c.nvls.bus_efficiency[0], "min_gpus": c.nvls_min_gpus}
+    if c.nvls_chunk_s is not None:
+        nvls.update(channels=c.nvls_channels, chunk_s=c.nvls_chunk_s)
     return {"nccl": {op: {p: line(x) for p, x in protos.items()} for op, protos in c.nccl.items()},
             "nvls": nvls, "p2p_ll_max_bytes_per_peer": c.p2p_ll_max_bytes_per_peer}
 
@@ -494,7 +506,8 @@ def run(args: CommFit) -> int:
     nccl_fit = fit_mask(nccl_rows, args.split)
     custom_fit = fit_mask(custom_rows, args.split)
     nccl = (descriptor_constants(hw) if args.keep_nccl
-            else rounded(fit_nccl(_subset(nccl_rows, nccl_fit), link, args.restarts)))
+            else rounded(fit_nccl(_subset(nccl_rows, nccl_fit), link, args.restarts,
+                                  nvls_channels=hw.interconnect.collectives.nvls_channels)))
     custom, over = fit_custom(_subset(custom_rows, custom_fit), nccl, hw, link)
     consts, over = rounded(custom), rounded(over)
     print(f"# collective constants fitted on {args.data} ({hw.name}, family {hw.family}, "

@@ -13,8 +13,10 @@ Simple) as NCCL's tuner takes it:
     steps = 2(g-1) all-reduce ring, g-1 all-gather / reduce-scatter / all-to-all
     F (bus factor, nccl-tests PERFORMANCE.md) = 2(g-1)/g all-reduce, (g-1)/g the others
 NVLS (NVLink SHARP all-reduce, fp16/bf16/fp32 on a descriptor with `nvlink_sharp`, within the NVLink
-domain): t = alpha + nbytes / (eta * link) (the switch reduces; each GPU sends and receives its buffer
-about once). Without the p2p threshold below, a send is one all-gather step of two GPUs:
+domain): t = alpha + nbytes / rate, rate = eta * link (the switch reduces; each GPU sends and receives its
+buffer about once), and where the family file has `nvls.channels` / `nvls.chunk_s` at most
+channels * g * chunk / chunk_s, chunk from NCCL's ladder by size (nvls_rate: 16 / 32 / 64 KiB chunks
+for mid-size messages). Without the p2p threshold below, a send is one all-gather step of two GPUs:
 t_p = alpha_p + step_p + nbytes / (eta_p(2) * link).
 
 All-to-all and send on a descriptor with `p2p_ll_max_bytes_per_peer` (NCCL's send/recv kernels, `_p2p`):
@@ -190,9 +192,52 @@ def _nccl(op: str, nbytes: Expr, group: int, hw: HardwareDescriptor, link: float
     if (op == "all_reduce" and consts.nvls is not None and dtype in NVLS_DTYPES
             and _nvls_hardware(hw, group) and group >= consts.nvls_min_gpus):
         line = consts.nvls
-        time = line.alpha_s + nbytes / (line.efficiency(group) * link)
+        time = line.alpha_s + nbytes / nvls_rate(nbytes, group, consts, link)
         options.append(_Option(time, (("nvls", "Simple"),)))
     return _fastest(options)
+
+
+# NCCL's NVLS chunk ladder (enqueue.cc, the NVLS branch of the chunk computation; a documented engine rule):
+# from NVLS_CHUNKSIZE (128 KiB) the chunk halves while the message is under `times` x (concurrent ops x
+# chunk), down to the floor. (times, the chunk it applies to, the chunk it gives), in NCCL's order.
+NVLS_CHUNK_BYTES = 131072
+NVLS_LADDER = ((64, 131072, 65536), (8, 65536, 32768), (2, 32768, 16384))
+
+
+def nvls_chunk_bytes(nbytes, ops: int):
+    """NCCL's NVLS chunk for a message of `nbytes` over `ops` concurrent ops (NVLS channels x heads, a
+    head per GPU in one node). Numbers give a number; a sympy expression gives a Piecewise."""
+    pieces, chunk = [], NVLS_CHUNK_BYTES
+    for times, above, below in NVLS_LADDER:
+        if chunk == above:
+            pieces.append((below, times * ops * above))
+            chunk = below
+    nbytes = sympy.sympify(nbytes)
+    if nbytes.is_number:
+        out = NVLS_CHUNK_BYTES
+        for below, limit in pieces:
+            if float(nbytes) < limit:
+                out = below
+        return out
+    # the smallest limit the message is under decides (the ladder only ever halves)
+    return sympy.Piecewise(*[(below, nbytes < limit) for below, limit in reversed(pieces)],
+                           (NVLS_CHUNK_BYTES, True))
+
+
+def nvls_rate(nbytes, group: int, consts, link: float):
+    """NVLS all-reduce bytes per second: the line's eta x link, and with the chunk limit (`nvls.channels`,
+    `nvls.chunk_s`) at most ops x chunk / chunk_s, ops = channels x group concurrent ops each moving one
+    chunk per chunk_s (NB: a chunk step's multimem round trip through the switch and its flag handshake,
+    not overlapped within an op; fitted). So mid-size messages, cut into 16 or 32 KiB chunks by NCCL's
+    ladder, run below the link's rate; from 64 KiB chunks the link caps it."""
+    rate = consts.nvls.efficiency(group) * link
+    if consts.nvls_chunk_s is None or consts.nvls_channels is None:
+        return rate
+    ops = consts.nvls_channels * group
+    limit = ops * nvls_chunk_bytes(nbytes, ops) / consts.nvls_chunk_s
+    if sympy.sympify(limit).is_number:
+        return min(rate, float(limit))
+    return sympy.Min(rate, limit)
 
 
 def _p2p(op: str, nbytes: Expr, group: int, consts, link: float) -> _Option:
