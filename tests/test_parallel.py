@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import sympy
 
 from estimator.frontends.hf_config import build_graph
 from estimator.serve.parallel import ParallelError, Parallelism
@@ -112,3 +113,24 @@ def test_attention_dp_alone_splits_the_experts_by_width(capsys):
     data = json.loads(out)
     assert (data["parallel"]["attention_dp"], data["parallel"]["moe_tp"], data["parallel"]["ep"]) == (2, 2, 1)
     assert data["memory"]["weights"] == pytest.approx(_mixtral_ep2_weight_bytes(), rel=1e-3)
+
+
+def test_attention_dp_moe_tp_keeps_shapes_past_the_gather_for_fp8_block():
+    """Attention DP 2 at MoE-TP 2 (ep 1) on a DeepSeek-like MLA + shared-expert MoE: the AllGather's output
+    [2*batch, 64] keeps its hidden dim as the integer 64 (collective_shapes wrote it as the text "64",
+    which onnxruntime's inference then failed to merge with the shared experts' 64 at their Add, dropping
+    every shape from the gather on: fp8-block's w8a8 then raised KeyError on the experts' token tensor)."""
+    from estimator.w8a8 import w8a8
+
+    moe = deploy_moe(MLA.moe, ep=1, attention_dp=2)
+    g = build_graph(replace(MLA, moe=moe), decode=True)
+    batch = sympy.Symbol("batch", integer=True, positive=True)
+    gather = [n for n in _nodes(g, "AllGather") if "mlp" in n.name][0]  # layer 0's
+    assert g.tensors[gather.outputs[0]].shape == (2 * batch, 64)  # the 2 ranks' tokens
+    scatter = _nodes(g, "ReduceScatter")[0]
+    assert g.tensors[scatter.outputs[0]].shape == (batch, 64)  # each rank's own back
+    expert_up = next(n for n in _nodes(g, "MatMul") if n.name.endswith("layers.0/mlp/experts/MatMul"))
+    token = expert_up.inputs[1]  # the repeated tokens, unsqueezed: 2 ranks x batch x 4 routes
+    assert g.tensors[token].shape == (8 * batch, 64, 1)
+    q = w8a8(g, "fp8e4m3", "bf16", block=128)
+    assert q.tensors[token].dtype == "fp8e4m3"  # the routed tokens the grouped GEMM reads are fp8

@@ -35,7 +35,9 @@ def _scaled(ssi, node) -> None:
     ssi._update_computed_dims(shape)
     vi = ssi.known_vi_[node.output[0]]
     elem = ssi.known_vi_[node.input[0]].type.tensor_type.elem_type
-    dims = [int(d) if getattr(d, "is_number", False) else str(d) for d in shape]
+    # onnxruntime keeps a literal dim as a Python int (no `is_number`): it must stay a dim_value, or its
+    # text ("7168") becomes a symbol no other tensor's 7168 merges with (its inference then stops)
+    dims = [int(d) if isinstance(d, int) or getattr(d, "is_number", False) else str(d) for d in shape]
     vi.CopyFrom(helper.make_tensor_value_info(node.output[0], elem, dims))
 
 
