@@ -271,6 +271,11 @@ def test_attention_dp_and_ep_rows_re_estimate_alone(capsys):
         alone = _strict(out)
         assert code == 0 and alone["parallel"]["gpus"] == 2
         assert (alone["serve"]["ttft_s"], alone["serve"]["tpot_s"]) == (r["ttft_s"], r["tpot_s"])
+        # the row's headroom is one attention-DP rank's (one GPU's KV cache), the served figure the ranks'
+        dp = st["attention_dp_size"]
+        assert r["kv_headroom_tokens"] == alone["serve"]["kv_headroom_tokens"] // dp
+        per_token = alone["serve"]["memory_per_gpu_bytes"]["kv_per_token"]
+        assert r["memory_headroom_bytes"] == pytest.approx(r["kv_headroom_tokens"] * per_token, rel=1e-12)
     spec = Disagg(1, 1, 1, 1, 1, 4, prefill_attention_dp=2, decode_attention_dp=2, prefill_ep=2, decode_ep=2)
     code, out, _ = cli(capsys, *base, "--serve", "isl=512,osl=64", "--disagg",
                        "prefill=1xtp1,decode=1xtp1,decode_batch=4,prefill_adp=2,decode_adp=2,prefill_ep=2,"

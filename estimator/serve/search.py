@@ -212,10 +212,12 @@ def engine_settings(record: Deployment, result: ServeResult, fw) -> dict:
 
 def agg_row(gpu: str, record: Deployment, result: ServeResult, fw, budget: int, sla: Sla) -> Row:
     mem = result.memory
+    # one attention-DP rank's headroom (its own KV cache on its GPUs), as a disaggregated row gives one
+    # decode worker's: the served result adds the ranks' capacities, the GBs are of one GPU's cache
+    headroom = result.kv_headroom_tokens // record.attention_dp
     return Row(gpu, "agg", record.label, record.gpus, budget // record.gpus, record.concurrency,
                result.ttft_s, result.tpot_s, result.tokens_per_s_per_gpu, result.tokens_per_s_per_user,
-               result.kv_headroom_tokens,
-               result.kv_headroom_tokens * mem.kv_bytes_per_token,
+               headroom, headroom * mem.kv_bytes_per_token,
                engine_settings(record, result, fw), {"agg": asdict(record)},
                sla.met(result.ttft_s, result.tpot_s))
 
