@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -14,7 +14,7 @@ from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
 from estimator.precision import apply_precision
-from estimator.pricing import memo
+from estimator.pricing import deferred, memo
 from estimator.pricing.compiled import check_priced
 from estimator.pricing.plan import alike_signature, plan_kernels
 from estimator.pricing.price import Timing, price
@@ -42,7 +42,7 @@ class Result:
     uncosted: list[Uncosted]
     free_nodes: int
     pipeline: str
-    totals: dict[str, Expr] = field(default_factory=dict)
+    totals: Mapping[str, Expr] = field(default_factory=dict)  # see totals(): summed when first read
     fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
     tiling: bool = False  # kernels carry tile plans (estimator/pricing) and tile-level estimates
@@ -211,16 +211,30 @@ def weight_bytes(graph: Graph) -> Expr:
     return sympy.Add(*sizes)
 
 
-def totals(result: Result) -> dict[str, Expr]:
-    ks = result.kernels
-    return {
-        "bound_s": sum_by_signature([(p.kernel.signature, p.timing.bound_s) for p in ks]),
-        "estimate_s": sum_by_signature([(p.kernel.signature, p.timing.estimate_s) for p in ks]),
-        "flops": sum_by_signature([(p.kernel.signature, p.kernel.work.total_flops) for p in ks]),
-        "dram_bytes": sum_by_signature([(p.kernel.signature, p.kernel.work.dram_bytes) for p in ks]),
-        "weight_bytes": weight_bytes(result.graph),
-        "kernels": sympy.Integer(len(ks)),
-    }
+TOTALS = ("bound_s", "estimate_s", "flops", "dram_bytes", "weight_bytes", "kernels")
+
+
+def totals(result: Result) -> Mapping[str, Expr]:
+    """The Result's totals (TOTALS). Outside a flat_symbolic() block each is summed when first read
+    (estimator/pricing/deferred.py): a sweep reads its kernels' expressions, not the sums."""
+    ks, graph = tuple(result.kernels), result.graph  # as they are now, whenever summed
+    if not deferred.enabled():
+        return {key: _total(ks, graph, key) for key in TOTALS}
+    return deferred.LazyMapping(TOTALS, lambda key: _total(ks, graph, key), per_key=True)
+
+
+def _total(ks: Sequence[PricedKernel], graph: Graph, key: str) -> Expr:
+    if key == "bound_s":
+        return sum_by_signature([(p.kernel.signature, p.timing.bound_s) for p in ks])
+    if key == "estimate_s":
+        return sum_by_signature([(p.kernel.signature, p.timing.estimate_s) for p in ks])
+    if key == "flops":
+        return sum_by_signature([(p.kernel.signature, p.kernel.work.total_flops) for p in ks])
+    if key == "dram_bytes":
+        return sum_by_signature([(p.kernel.signature, p.kernel.work.dram_bytes) for p in ks])
+    if key == "weight_bytes":
+        return weight_bytes(graph)
+    return sympy.Integer(len(ks))
 
 
 def group_totals(result: Result, key: str) -> dict[str, dict[str, Expr]]:
