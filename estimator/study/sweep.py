@@ -25,7 +25,7 @@ import sympy
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
-from estimator.pricing.points import point_pricers
+from estimator.pricing.points import plan_gemms, point_pricers
 from estimator.pricing.units import dominant_index
 from estimator.study.crossover import groups
 from estimator.textfit import fit_table, wrap
@@ -226,6 +226,28 @@ class Compiled:
                                                          "numpy")
         m[i, j] = fn(*flat)  # a scalar (a dim-free term) broadcasts
 
+    def _point_plans(self, values: dict[str, np.ndarray], n: int) -> tuple[dict[int, Any], dict[int, Any]]:
+        """({group: its Work at the points}, {group: its tile plan there}) for every tile-planned kernel
+        (KernelPricer.tile_plan; no plan where the points' plan is the streaming one), the GEMMs planned
+        together, one menu walk per group of alike ones (points.plan_gemms, as the serving steps do)."""
+        works: dict[int, Any] = {}
+        plans: dict[int, Any] = {}
+        gemms: list[tuple[int, Any]] = []
+        for i, pricer in enumerate(self._pricers):
+            if pricer is None:
+                continue
+            works[i] = pricer.work(values, n)
+            problem = pricer.gemm_problem(values, n) if pricer.tiled else None
+            if problem is not None:
+                gemms.append((i, problem))
+            else:
+                plans[i] = pricer.tile_plan(values, n, works[i])
+        for (i, _), plan in zip(gemms, plan_gemms([(g, n) for _, g in gemms], self.result.hw), strict=True):
+            if plan is None:  # no GEMM tile: the kernel's next plan
+                plan = self._pricers[i].plan(values, n, works[i], gemm=False)
+            plans[i] = None if plan.kind == "stream" else plan
+        return works, plans
+
     def _tile_points(self, m: np.ndarray, values: dict[str, np.ndarray], n: int) -> None:
         """Overwrite, in m (groups x fields x points), the estimate of every tile-planned kernel by its
         per-point tile model price, and its limiter terms by the plan's parts (compute, memory, l2: the
@@ -238,9 +260,9 @@ class Compiled:
                 self._late_formula(m, i, j, flat, n)
             return
         at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
+        works, plans = self._point_plans(values, n)
         for i, pricer in enumerate(self._pricers):
-            work = pricer.work(values, n) if pricer is not None else None
-            plan = pricer.tile_plan(values, n, work) if pricer is not None else None
+            work, plan = works.get(i), plans.get(i)
             if plan is not None:  # the pricing core at the points (estimator/pricing/points.py)
                 done = {0}
                 m[i, 0] = pricer.price(values, n, plan, work).estimate_s
