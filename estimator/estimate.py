@@ -13,7 +13,7 @@ from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
-from estimator.precision import apply_precision
+from estimator.precision import apply_precision, check_precision
 from estimator.pricing import deferred, memo
 from estimator.pricing.compiled import check_priced
 from estimator.pricing.plan import alike_signature, plan_kernels
@@ -129,7 +129,21 @@ def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, d
                   verify_each: bool = False) -> tuple[Graph, CostCache, Lowered, list]:
     """The first half of `estimate()`: bind `dims`, re-type `precision`, run the pass pipeline and lower
     to kernels (graph, CostCache, Lowered, refusals), before any tile plan or price. The serving steps
-    (estimator/serve/step_points.py) price these kernels at arrays of points."""
+    (estimator/serve/step_points.py) price these kernels at arrays of points. Without `after_pass`, the
+    lowering is remembered across calls (pricing/memo.py: it reads `hw` only to check the precision)."""
+    if after_pass is None:
+        key = (tuple(sorted(dims.items())), precision, pipeline, verify_each, symmath.flat())
+        out = memo.lowered(key, graph, lambda: _lowered_graph(graph, hw, precision, dims, pipeline, None,
+                                                              verify_each))
+        if precision is not None:
+            check_precision(precision, hw)  # as apply_precision does for the GPU at hand: a hit too
+        return out
+    return _lowered_graph(graph, hw, precision, dims, pipeline, after_pass, verify_each)
+
+
+def _lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: Mapping[str, int],
+                   pipeline: str, after_pass: Callable | None,
+                   verify_each: bool) -> tuple[Graph, CostCache, Lowered, list]:
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = apply_precision(graph, precision, hw)
