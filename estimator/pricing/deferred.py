@@ -22,6 +22,8 @@ estimate's flat block, must not take that block's other form.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -51,9 +53,24 @@ def once(fn: Callable[[], Any]) -> Callable[[], Any]:
     return box.get
 
 
+_OFF = contextvars.ContextVar("estimator_deferred_off", default=False)
+
+
 def enabled() -> bool:
-    """Whether pricing may defer here: only with sympy's simplification on (not symmath.flat())."""
-    return not sm.flat()
+    """Whether pricing may defer here: only with sympy's simplification on (not symmath.flat()), and
+    not inside `off()`."""
+    return not sm.flat() and not _OFF.get()
+
+
+@contextlib.contextmanager
+def off() -> Iterator[None]:
+    """Within this block nothing is deferred: every value is computed as it is built (the tests compare
+    the two; clear pricing/memo.py first, or its remembered plans and Timings come back deferred)."""
+    token = _OFF.set(True)
+    try:
+        yield
+    finally:
+        _OFF.reset(token)
 
 
 def _resolved(value: Any) -> Any:
@@ -71,43 +88,53 @@ def _getter(name: str) -> property:
     return property(get)
 
 
+class _Deferred:
+    """What every `deferred` class adds to its frozen dataclass (`_base`), field getters aside: the
+    computed value wherever a whole instance is seen."""
+
+    _base: type
+    _names: tuple[str, ...]
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # dataclasses.replace(x) calls type(x)(**fields): the result is a plain `_base`
+        return cls._base(*args, **kwargs)
+
+    def plain(self) -> Any:
+        """This instance as a plain instance of its dataclass, every field computed."""
+        return self._base(**{n: getattr(self, n) for n in self._names})
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _Deferred):
+            other = other.plain()
+        return self.plain() == other
+
+    def __hash__(self) -> int:
+        return hash(self.plain())
+
+    def __repr__(self) -> str:
+        return repr(self.plain())
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return _rebuilt, (self._base, {n: getattr(self, n) for n in self._names})
+
+
+def _rebuilt(cls: type, fields: dict) -> Any:
+    """A pickled `deferred` instance, unpickled: the plain dataclass instance."""
+    return cls(**fields)
+
+
 _CLASSES: dict[type, type] = {}
 
 
 def _lazy_class(cls: type) -> type:
     """The subclass of the frozen dataclass `cls` whose fields are read through `Lazy` values."""
     sub = _CLASSES.get(cls)
-    if sub is not None:
-        return sub
-    names = [f.name for f in dataclasses.fields(cls)]
-
-    def __new__(klass: type, *args: Any, **kwargs: Any) -> Any:
-        # dataclasses.replace(x) calls type(x)(**fields): the result is a plain `cls`
-        return cls(*args, **kwargs)
-
-    def plain(self: Any) -> Any:
-        """This instance as a plain `cls`, every field computed."""
-        return cls(**{n: getattr(self, n) for n in names})
-
-    def __eq__(self: Any, other: Any) -> bool:
-        if isinstance(other, sub):
-            other = other.plain()
-        return plain(self) == other
-
-    def __hash__(self: Any) -> int:
-        return hash(plain(self))
-
-    def __repr__(self: Any) -> str:
-        return repr(plain(self))
-
-    def __reduce_ex__(self: Any, protocol: Any) -> Any:
-        return plain(self).__reduce_ex__(protocol)
-
-    body: dict[str, Any] = {n: _getter(n) for n in names}
-    body.update(__new__=__new__, __eq__=__eq__, __hash__=__hash__, __repr__=__repr__,
-                __reduce_ex__=__reduce_ex__, plain=plain, __doc__=f"{cls.__name__} with fields computed "
-                                                              f"when first read (estimator/pricing/deferred.py)")
-    sub = _CLASSES[cls] = type(f"Deferred{cls.__name__}", (cls,), body)
+    if sub is None:
+        names = tuple(f.name for f in dataclasses.fields(cls))
+        body: dict[str, Any] = {n: _getter(n) for n in names}
+        body.update(_base=cls, _names=names,
+                    __doc__=f"{cls.__name__} with fields computed when first read (pricing/deferred.py)")
+        sub = _CLASSES[cls] = type(f"Deferred{cls.__name__}", (_Deferred, cls), body)
     return sub
 
 
@@ -165,7 +192,7 @@ class LazyMapping(Mapping):
         return repr(dict(self))
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        return dict(self).__reduce_ex__(protocol)
+        return dict, (dict(self),)
 
 
-__all__ = ["Lazy", "LazyMapping", "deferred", "enabled", "is_pending", "once"]
+__all__ = ["Lazy", "LazyMapping", "deferred", "enabled", "is_pending", "off", "once"]

@@ -36,8 +36,8 @@ from estimator.dtypes import STORED_FORMATS, itemsize
 from estimator.ir import Graph
 from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
-from estimator.pricing import gemm as gemm_model
 from estimator.pricing import deferred, memo, mla, moe, quant
+from estimator.pricing import gemm as gemm_model
 from estimator.pricing.compiled import SassPlan, for_kernel
 from estimator.pricing.l2 import effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for

@@ -145,8 +145,8 @@ def _tiled(work, hw: HardwareDescriptor, plan) -> Timing:
     else:
         terms_of = MappingProxyType(terms())
     limiter = deferred.Lazy(lambda: plan.limiter) if deferred.is_pending(plan, "limiter") else plan.limiter
-    return deferred.deferred(Timing, bound_s=bound_s, estimate_s=estimate_s, limiter=limiter, compute_s=compute_s,
-                             memory_s=memory_s, terms=terms_of, comm=None)
+    return deferred.deferred(Timing, bound_s=bound_s, estimate_s=estimate_s, limiter=limiter,
+                             compute_s=compute_s, memory_s=memory_s, terms=terms_of, comm=None)
 
 
 def _communication(work, hw: HardwareDescriptor, framework: str | None, graphed: bool) -> Timing:
