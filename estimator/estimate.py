@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import sympy
@@ -13,8 +13,8 @@ from estimator.errors import UserError
 from estimator.gc_pause import cyclic_gc_paused
 from estimator.ir import Expr, Graph, bind
 from estimator.kernel import CostCache, Kernel, Lowered, Uncosted, lower
-from estimator.precision import apply_precision
-from estimator.pricing import memo
+from estimator.precision import apply_precision, check_precision
+from estimator.pricing import deferred, memo
 from estimator.pricing.compiled import check_priced
 from estimator.pricing.plan import alike_signature, plan_kernels
 from estimator.pricing.price import Timing, price
@@ -42,7 +42,7 @@ class Result:
     uncosted: list[Uncosted]
     free_nodes: int
     pipeline: str
-    totals: dict[str, Expr] = field(default_factory=dict)
+    totals: Mapping[str, Expr] = field(default_factory=dict)  # see totals(): summed when first read
     fusion: str = "custom"  # the strategy name when the pipeline is one of passes.STRATEGIES
     refusals: list = field(default_factory=list)  # passes.graph_edit.Refusal, for --explain
     tiling: bool = False  # kernels carry tile plans (estimator/pricing) and tile-level estimates
@@ -129,7 +129,21 @@ def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, d
                   verify_each: bool = False) -> tuple[Graph, CostCache, Lowered, list]:
     """The first half of `estimate()`: bind `dims`, re-type `precision`, run the pass pipeline and lower
     to kernels (graph, CostCache, Lowered, refusals), before any tile plan or price. The serving steps
-    (estimator/serve/step_points.py) price these kernels at arrays of points."""
+    (estimator/serve/step_points.py) price these kernels at arrays of points. Without `after_pass`, the
+    lowering is remembered across calls (pricing/memo.py: it reads `hw` only to check the precision)."""
+    if after_pass is None:
+        key = (tuple(sorted(dims.items())), precision, pipeline, verify_each, symmath.flat())
+        out = memo.lowered(key, graph, lambda: _lowered_graph(graph, hw, precision, dims, pipeline, None,
+                                                              verify_each))
+        if precision is not None:
+            check_precision(precision, hw)  # as apply_precision does for the GPU at hand: a hit too
+        return out
+    return _lowered_graph(graph, hw, precision, dims, pipeline, after_pass, verify_each)
+
+
+def _lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, dims: Mapping[str, int],
+                   pipeline: str, after_pass: Callable | None,
+                   verify_each: bool) -> tuple[Graph, CostCache, Lowered, list]:
     graph = bind_dims(graph, dims)
     if precision is not None:
         graph = apply_precision(graph, precision, hw)
@@ -211,16 +225,30 @@ def weight_bytes(graph: Graph) -> Expr:
     return sympy.Add(*sizes)
 
 
-def totals(result: Result) -> dict[str, Expr]:
-    ks = result.kernels
-    return {
-        "bound_s": sum_by_signature([(p.kernel.signature, p.timing.bound_s) for p in ks]),
-        "estimate_s": sum_by_signature([(p.kernel.signature, p.timing.estimate_s) for p in ks]),
-        "flops": sum_by_signature([(p.kernel.signature, p.kernel.work.total_flops) for p in ks]),
-        "dram_bytes": sum_by_signature([(p.kernel.signature, p.kernel.work.dram_bytes) for p in ks]),
-        "weight_bytes": weight_bytes(result.graph),
-        "kernels": sympy.Integer(len(ks)),
-    }
+TOTALS = ("bound_s", "estimate_s", "flops", "dram_bytes", "weight_bytes", "kernels")
+
+
+def totals(result: Result) -> Mapping[str, Expr]:
+    """The Result's totals (TOTALS). Outside a flat_symbolic() block each is summed when first read
+    (estimator/pricing/deferred.py): a sweep reads its kernels' expressions, not the sums."""
+    ks, graph = tuple(result.kernels), result.graph  # as they are now, whenever summed
+    if not deferred.enabled():
+        return {key: _total(ks, graph, key) for key in TOTALS}
+    return deferred.LazyMapping(TOTALS, lambda key: _total(ks, graph, key), per_key=True)
+
+
+def _total(ks: Sequence[PricedKernel], graph: Graph, key: str) -> Expr:
+    if key == "bound_s":
+        return sum_by_signature([(p.kernel.signature, p.timing.bound_s) for p in ks])
+    if key == "estimate_s":
+        return sum_by_signature([(p.kernel.signature, p.timing.estimate_s) for p in ks])
+    if key == "flops":
+        return sum_by_signature([(p.kernel.signature, p.kernel.work.total_flops) for p in ks])
+    if key == "dram_bytes":
+        return sum_by_signature([(p.kernel.signature, p.kernel.work.dram_bytes) for p in ks])
+    if key == "weight_bytes":
+        return weight_bytes(graph)
+    return sympy.Integer(len(ks))
 
 
 def group_totals(result: Result, key: str) -> dict[str, dict[str, Expr]]:

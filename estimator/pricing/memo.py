@@ -14,6 +14,12 @@ and by its efficiency constants (a descriptor is a frozen value; a tool that bui
 `dataclasses.replace` gets its own entries). Plans that depend on more than the signature (L2
 residency under --warm-inputs, a compiled kernel from --kernel-sass) are never remembered.
 NB: memory grows with the distinct kernels priced; past MAX_ENTRIES the memo starts afresh.
+
+Lowered graphs (estimator/estimate.py `lowered_graph`: dims bound, precision re-typed, the pass pipeline
+run, kernels lowered) are kept too, the last MAX_LOWERED of them, keyed by the source graph's identity,
+the dims, the precision and the pipeline: none of those steps reads the hardware beyond checking that it
+has tensor cores for the precision (which a hit checks again), so the GPUs of one family priced side by
+side (a 3-GPU sweep's H100 and H200) lower the model once.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ MAX_ENTRIES = 100_000
 
 _plans: dict[Hashable, Any] = {}
 _timings: dict[Hashable, Any] = {}
+MAX_LOWERED = 8
+_lowered: dict[Hashable, tuple[Any, Any]] = {}  # key -> (source graph, kept alive for its id; value)
 _alive: dict[int, Any] = {}  # id -> descriptor: an id in a key must not be reused by another object
 
 
@@ -53,7 +61,21 @@ def timing(key: Hashable, make) -> Any:
     return _get(_timings, key, make)
 
 
+def lowered(key: Hashable, source: Any, make) -> Any:
+    """The lowering remembered under (id(source), *key), made by `make()` the first time."""
+    full = (id(source), key)
+    hit = _lowered.get(full)
+    if hit is not None and hit[0] is source:
+        return hit[1]
+    value = make()
+    if len(_lowered) >= MAX_LOWERED:
+        _lowered.pop(next(iter(_lowered)))  # the oldest
+    _lowered[full] = (source, value)
+    return value
+
+
 def clear() -> None:
+    _lowered.clear()
     _plans.clear()
     _timings.clear()
     _alive.clear()

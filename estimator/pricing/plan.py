@@ -36,8 +36,8 @@ from estimator.dtypes import STORED_FORMATS, itemsize
 from estimator.ir import Graph
 from estimator.kernel import op_view, signature
 from estimator.pricing import attention as attn_model
+from estimator.pricing import deferred, memo, mla, moe, quant
 from estimator.pricing import gemm as gemm_model
-from estimator.pricing import memo, mla, moe, quant
 from estimator.pricing.compiled import SassPlan, for_kernel
 from estimator.pricing.l2 import effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for
@@ -273,21 +273,64 @@ def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops
     hw_peak = g.peak
     if compiled is not None and compiled.peak_flops_per_s:  # the compiled kernel's MMA path (sass/seam.py)
         g = replace(g, peak=compiled.peak_flops_per_s)
+
+    def reprice(c):
+        return gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp, c.stream_k)
+
     try:
-        best = choose(g, lambda p: gemm_model.iter_candidates(p, menu, hwp),
-                      lambda c: gemm_model.price_tile(g, c.tile, c.swap, c.split, menu, hwp, c.stream_k))
+        choice, symbolic = chosen(g, lambda p: gemm_model.iter_candidates(p, menu, hwp))
+        if choice is None:
+            return None
+        if symbolic and deferred.enabled():
+            # free dims: the tile is known (chosen on the numeric copy); its sympy price, done when read
+            # (a sweep prices the kernel at its points instead: estimator/pricing/deferred.py)
+            return _deferred_plan("gemm", _gemm_name(g, choice), res, compiled and compiled.label,
+                                  lambda: _gemm_finish(g, reprice(choice), unit, mma_flops, hw_peak, hw, res,
+                                                       compiled))
+        best = reprice(choice) if symbolic else choice
     except ZeroDivisionError:  # a dim that is zero at the point the tile is chosen: no tiles either
         return None
-    if best is None:
-        return None
+    return _gemm_finish(g, best, unit, mma_flops, hw_peak, hw, res, compiled)
+
+
+def _gemm_name(g: gemm_model.Gemm, best: Any) -> str:
+    # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
+    return best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
+
+
+def _gemm_finish(g: gemm_model.Gemm, best: Any, unit: tuple[str, str] | None, mma_flops: Any, hw_peak: float,
+                 hw: HardwareDescriptor, res: Residency, compiled: SassPlan | None) -> TilePlan:
+    """The plan of the GEMM's chosen candidate `best` (priced in the problem's number type)."""
     eff = hw.efficiency
     fixed = eff["launch_s"] + eff["mem_latency_s"] + sm.where(best.split > 1, eff["split_k_s"], 0)
     util = mma_flops / (best.time * hw_peak) if mma_flops is not None and unit[0] == TENSOR else None
-    # the label names a block-scaled kernel (and keeps its plan key apart from a per-tensor one's)
-    name = best.name + (f" scales1x{g.scale_block}" if g.scale_block else "")
-    plan = _plan("gemm", name, best.ctas, best.waves, best.wave_eff, util, best.time, best.t_compute,
-                 best.t_dram, best.t_l2, fixed, res)
+    plan = _plan("gemm", _gemm_name(g, best), best.ctas, best.waves, best.wave_eff, util, best.time,
+                 best.t_compute, best.t_dram, best.t_l2, fixed, res)
     return plan if compiled is None else replace(plan, sass=compiled.label)
+
+
+# The names of a plan's terms and parts (`_plan`), in the order the limiter rule reads them.
+PLAN_TERMS = ("compute", "memory", "l2", "latency", "launch")
+_DEFERRED_FIELDS = ("ctas", "waves", "wave_eff", "tensor_util", "estimate_s", "limiter")
+
+
+def _deferred_plan(kind: str, tile: str, res: Residency, sass: str | None, make: Callable[[], TilePlan]
+                   ) -> TilePlan:
+    """A plan whose kind, tile, residency and compiled kernel are known and whose priced fields are
+    `make()`'s, computed when first read (estimator/pricing/deferred.py). `make()` must name the same
+    tile: it prices the candidate that was chosen."""
+    def full() -> TilePlan:
+        plan = make()
+        if (plan.kind, plan.tile, plan.sass) != (kind, tile, sass):
+            raise RuntimeError(f"deferred plan {kind} {tile!r} priced as {plan.kind} {plan.tile!r}")
+        return plan
+
+    full = deferred.once(full)
+    lazy = {name: deferred.Lazy(lambda name=name: getattr(full(), name)) for name in _DEFERRED_FIELDS}
+    return deferred.deferred(TilePlan, kind=kind, tile=tile, **lazy,
+                             terms=deferred.LazyMapping(PLAN_TERMS, lambda: full().terms),
+                             resident_bytes=res.bytes, resident_bytes_bound=res.bytes_bound, sass=sass,
+                             parts=deferred.LazyMapping(PLAN_TERMS, lambda: full().parts))
 
 
 def _zero(x: Any) -> bool:
@@ -300,14 +343,21 @@ def choose(problem: Any, candidates, reprice) -> Any:
     arrays of points each point's own (symmath.Picked). With free dims the choice is made on a numeric
     copy (every free dim at SYMBOLIC_DIM_VALUE) and only the chosen candidate is priced symbolically
     (`reprice`)."""
+    choice, symbolic = chosen(problem, candidates)
+    return reprice(choice) if symbolic and choice is not None else choice
+
+
+def chosen(problem: Any, candidates) -> tuple[Any, bool]:
+    """(`choose`'s candidate before any symbolic repricing, whether `problem` has free dims): with free
+    dims, the candidate chosen on the numeric copy, priced there."""
     fields = {k: v for k, v in vars(problem).items() if isinstance(v, sympy.Basic) and v.free_symbols}
     if not fields:
         choices, index = sm.argmin_of(candidates(problem))  # consumed as made (arrays: the losers dropped)
-        return sm.pick(choices, index) if choices else None
+        return (sm.pick(choices, index) if choices else None), False
     at = {s: SYMBOLIC_DIM_VALUE for v in fields.values() for s in v.free_symbols}
     numeric = replace(problem, **{k: sm.num(v.xreplace(at)) for k, v in fields.items()})
     choices = list(candidates(numeric))
-    return reprice(choices[sm.argmin(choices)]) if choices else None
+    return (choices[sm.argmin(choices)] if choices else None), True
 
 
 def _plan(kind: str, tile: Any, ctas: Any, waves: Any, wave_eff: Any, util: Any, time: Any,
@@ -321,8 +371,14 @@ def _plan(kind: str, tile: Any, ctas: Any, waves: Any, wave_eff: Any, util: Any,
     base = fixed + overhead
     terms = {"compute": base + compute, "memory": base + dram, "l2": base + l2, "latency": base + latency,
              "launch": fixed}
-    return TilePlan(kind, tile, ctas, waves, wave_eff, util, time, terms, dominant(parts), res.bytes,
-                    res.bytes_bound, parts=parts)
+    # with free dims the limiter is decided by sympy comparisons: done when read (a sweep names each
+    # point's limiter from its arrays instead)
+    limiter = (deferred.Lazy(lambda: dominant(parts))
+               if deferred.enabled() and any(sm.is_sym(v) for v in parts.values()) else dominant(parts))
+    return deferred.deferred(TilePlan, kind=kind, tile=tile, ctas=ctas, waves=waves, wave_eff=wave_eff,
+                             tensor_util=util, estimate_s=time, terms=terms, limiter=limiter,
+                             resident_bytes=res.bytes, resident_bytes_bound=res.bytes_bound, sass=None,
+                             parts=parts)
 
 
 def where_plan(cond: np.ndarray, a: TilePlan, b: TilePlan) -> TilePlan:
@@ -417,8 +473,23 @@ def attention_plan(a: attn_model.Attn, unit: tuple[str, str] | None, mma_flops: 
         k = mla.decode_kernel(menu.family, hw.efficiency)
         if k is not None:
             return _mla_decode_plan(a, k, unit, mma_flops, hw, res)
-    best = choose(a, lambda p: attn_model.candidates(p, menu, hwp),
-                  lambda c: attn_model.candidate(a, menu, hwp, c))
+    choice, symbolic = chosen(a, lambda p: attn_model.candidates(p, menu, hwp))
+
+    def reprice(c):
+        return attn_model.candidate(a, menu, hwp, c)
+
+    if symbolic and choice is not None and not a.decode and deferred.enabled():
+        # a prefill tile chosen on the numeric copy names the candidate repriced (attention.candidate):
+        # its sympy price, done when read (see _gemm_plan)
+        return _deferred_plan("attention", choice.name, res, None,
+                              lambda: _attention_finish(a, reprice(choice), unit, mma_flops, hw, hwp, res))
+    best = reprice(choice) if symbolic and choice is not None else choice
+    return _attention_finish(a, best, unit, mma_flops, hw, hwp, res)
+
+
+def _attention_finish(a: attn_model.Attn, best: Any, unit: tuple[str, str] | None, mma_flops: Any,
+                      hw: HardwareDescriptor, hwp: gemm_model.Hw, res: Residency) -> TilePlan:
+    """The plan of the attention's chosen candidate `best`."""
     eff = hw.efficiency
     fixed = attn_model.fixed_s(hwp, a.decode) + attn_model.combine_s(eff, best.split)
     util = mma_flops / (best.time * a.peak) if mma_flops is not None and unit[0] == TENSOR else None

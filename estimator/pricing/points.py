@@ -101,6 +101,12 @@ class KernelPricer:
         warps = self.menu.block_quant_warps_per_sm if self.menu is not None else 0
         self.rounds = quant.block_quant_rounds(graph, kernel, hw.sm_count, warps)
 
+    @property
+    def tiled(self) -> bool:
+        """Whether the kernel is a GEMM or an attention the tile model plans at the points (`tile_plan`
+        then gives a plan, unless the points' plan is the streaming one)."""
+        return self.gemm is not None or self.attention is not None
+
     def work(self, values: Mapping[str, np.ndarray], n: int) -> PointWork:
         w = self.kernel.work
         return PointWork({ud: self.lam.array(f, values, n) for ud, f in w.flops.items()},
@@ -140,7 +146,7 @@ class KernelPricer:
                   work: PointWork | None = None) -> tp.TilePlan | None:
         """The plan at the points where the kernel is priced by a tile (GEMM, attention), else None (a
         streaming kernel, or a MoE kernel (plan.moe_plan): its symbolic formula is exact at every point)."""
-        if self.gemm is None and self.attention is None:
+        if not self.tiled:
             return None
         plan = self.plan(values, n, work)
         return None if plan.kind == "stream" else plan

@@ -29,6 +29,7 @@ import sympy
 from estimator import symmath as sm
 from estimator.cost.registry import ALU, CUDA
 from estimator.ir import Expr
+from estimator.pricing import deferred
 from estimator.pricing.collectives import collective_cost
 from estimator.pricing.units import PriceError, dominant, provably_greater, unit_peak
 from hwdesc import HardwareDescriptor
@@ -123,11 +124,29 @@ def _tiled(work, hw: HardwareDescriptor, plan) -> Timing:
     bound_s = sm.max_of(compute_s, memory_s)
     if plan.resident_bytes_bound and hw.l2_bytes_per_s:
         bound_s = sm.max_of(bound_s, work.dram_bytes / hw.l2_bytes_per_s)
-    estimate_s = sm.max_of(sm.lift(plan.estimate_s, bound_s), bound_s)
-    if eff.get("op_overhead_s"):
-        estimate_s = estimate_s + eff["op_overhead_s"]
-    terms = {k: sm.lift(v, bound_s) for k, v in plan.terms.items()}
-    return Timing(bound_s, estimate_s, plan.limiter, compute_s, memory_s, MappingProxyType(terms))
+
+    def estimate() -> Expr:
+        estimate_s = sm.max_of(sm.lift(plan.estimate_s, bound_s), bound_s)
+        if eff.get("op_overhead_s"):
+            estimate_s = estimate_s + eff["op_overhead_s"]
+        return estimate_s
+
+    def terms() -> Mapping[str, Expr]:
+        return {k: sm.lift(v, bound_s) for k, v in plan.terms.items()}
+
+    # a plan whose fields are computed when read (estimator/pricing/deferred.py: a tile-planned kernel
+    # with free dims) gives a Timing whose fields built on them are too
+    if deferred.is_pending(plan, "estimate_s"):
+        estimate_s = deferred.Lazy(estimate)
+    else:
+        estimate_s = estimate()
+    if isinstance(plan.terms, deferred.LazyMapping):
+        terms_of = deferred.LazyMapping(plan.terms, terms)
+    else:
+        terms_of = MappingProxyType(terms())
+    limiter = deferred.Lazy(lambda: plan.limiter) if deferred.is_pending(plan, "limiter") else plan.limiter
+    return deferred.deferred(Timing, bound_s=bound_s, estimate_s=estimate_s, limiter=limiter,
+                             compute_s=compute_s, memory_s=memory_s, terms=terms_of, comm=None)
 
 
 def _communication(work, hw: HardwareDescriptor, framework: str | None, graphed: bool) -> Timing:

@@ -25,7 +25,7 @@ import sympy
 from estimator.errors import UserError
 from estimator.estimate import Result
 from estimator.ir import dim
-from estimator.pricing.points import point_pricers
+from estimator.pricing.points import plan_gemms, point_pricers
 from estimator.pricing.units import dominant_index
 from estimator.study.crossover import groups
 from estimator.textfit import fit_table, wrap
@@ -185,40 +185,99 @@ class Compiled:
         self.fixed = {k: v for k, v in result.dims.items() if v is not None}
         self.groups = groups(result)
         self.limiters = tuple(dict.fromkeys(k for g in self.groups for k in g.timing.terms))
-        exprs: list[Any] = []
-        for g in self.groups:
-            t = g.timing
-            exprs += [t.estimate_s, t.bound_s, g.flops, g.dram_bytes]
-            exprs += [t.terms.get(name, sympy.Integer(0)) for name in self.limiters]
-        self.width = len(_FIELDS) + len(self.limiters)
-        self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
-        self.counts = np.array([g.count for g in self.groups], dtype=float)
         # Tile-planned kernels are priced per point by the pricing core at arrays (estimator/pricing/
         # points.py): their symbolic formula holds the tile chosen at one size only.
         self._pricers = point_pricers(result, self.free, [g.kernel for g in self.groups])
+        self.width = len(_FIELDS) + len(self.limiters)
+        # The estimate and limiter terms of a kernel priced at the points are overwritten by that price
+        # (_tile_points): their formulas are read (and, deferred, priced: estimator/pricing/deferred.py)
+        # only where a point keeps them, `_late` (group, field) -> the expression's getter.
+        self._late: dict[tuple[int, int], Callable[[], Any]] = {}
+        exprs: list[Any] = []
+        zero = sympy.Integer(0)
+        for i, g in enumerate(self.groups):
+            t = g.timing
+            late = self._pricers[i] is not None and self._pricers[i].tiled
+            if late:
+                self._late[(i, 0)] = lambda t=t: t.estimate_s
+            exprs += [zero if late else t.estimate_s, t.bound_s, g.flops, g.dram_bytes]
+            for j, name in enumerate(self.limiters):
+                if name not in t.terms:
+                    exprs.append(zero)
+                elif late:
+                    self._late[(i, len(_FIELDS) + j)] = lambda t=t, name=name: t.terms[name]
+                    exprs.append(zero)
+                else:
+                    exprs.append(t.terms[name])
+        self._fn = sympy.lambdify([dim(n) for n in self.free], exprs, "numpy")
+        self._late_fns: dict[tuple[int, int], Callable] = {}
+        self.counts = np.array([g.count for g in self.groups], dtype=float)
         self._masks = {attr: self._group_masks(attr) for attr in ("kind", "scope")}
 
     def _group_masks(self, attr: str) -> dict[str, np.ndarray]:
         names = sorted({getattr(g, attr) for g in self.groups})
         return {n: np.array([getattr(g, attr) == n for g in self.groups]) for n in names}
 
+    def _late_formula(self, m: np.ndarray, i: int, j: int, flat: list[np.ndarray], n: int) -> None:
+        """m[i, j] from its formula (a `_late` entry: see __init__)."""
+        fn = self._late_fns.get((i, j))
+        if fn is None:
+            fn = self._late_fns[(i, j)] = sympy.lambdify([dim(d) for d in self.free], self._late[(i, j)](),
+                                                         "numpy")
+        m[i, j] = fn(*flat)  # a scalar (a dim-free term) broadcasts
+
+    def _point_plans(self, values: dict[str, np.ndarray], n: int) -> tuple[dict[int, Any], dict[int, Any]]:
+        """({group: its Work at the points}, {group: its tile plan there}) for every tile-planned kernel
+        (KernelPricer.tile_plan; no plan where the points' plan is the streaming one), the GEMMs planned
+        together, one menu walk per group of alike ones (points.plan_gemms, as the serving steps do)."""
+        works: dict[int, Any] = {}
+        plans: dict[int, Any] = {}
+        gemms: list[tuple[int, Any]] = []
+        for i, pricer in enumerate(self._pricers):
+            if pricer is None:
+                continue
+            works[i] = pricer.work(values, n)
+            problem = pricer.gemm_problem(values, n) if pricer.tiled else None
+            if problem is not None:
+                gemms.append((i, problem))
+            else:
+                plans[i] = pricer.tile_plan(values, n, works[i])
+        for (i, _), plan in zip(gemms, plan_gemms([(g, n) for _, g in gemms], self.result.hw), strict=True):
+            if plan is None:  # no GEMM tile: the kernel's next plan
+                plan = self._pricers[i].plan(values, n, works[i], gemm=False)
+            plans[i] = None if plan.kind == "stream" else plan
+        return works, plans
+
     def _tile_points(self, m: np.ndarray, values: dict[str, np.ndarray], n: int) -> None:
         """Overwrite, in m (groups x fields x points), the estimate of every tile-planned kernel by its
         per-point tile model price, and its limiter terms by the plan's parts (compute, memory, l2: the
         terms of its max; latency and launch: the costs added to it), which is how the plan names its
-        limiter (estimator/pricing/plan.py `_plan`)."""
+        limiter (estimator/pricing/plan.py `_plan`). Entries of the formulas left `_late` and not
+        overwritten are then read from their formulas."""
+        flat = [values[d] for d in self.free]
         if not self.result.tiling:
+            for i, j in self._late:
+                self._late_formula(m, i, j, flat, n)
             return
         at = {name: len(_FIELDS) + j for j, name in enumerate(self.limiters)}
+        works, plans = self._point_plans(values, n)
         for i, pricer in enumerate(self._pricers):
-            work = pricer.work(values, n) if pricer is not None else None
-            plan = pricer.tile_plan(values, n, work) if pricer is not None else None
+            work, plan = works.get(i), plans.get(i)
             if plan is not None:  # the pricing core at the points (estimator/pricing/points.py)
+                done = {0}
                 m[i, 0] = pricer.price(values, n, plan, work).estimate_s
                 for name, v in plan.parts.items():
                     if name in at:
                         m[i, at[name]] = v
-            elif "launch" in at:  # a plan priced by its formula: its terms include the fixed part
+                        done.add(at[name])
+                for j in range(self.width):
+                    if (i, j) in self._late and j not in done:
+                        self._late_formula(m, i, j, flat, n)
+                continue
+            for j in range(self.width):
+                if (i, j) in self._late:
+                    self._late_formula(m, i, j, flat, n)
+            if "launch" in at:  # a plan priced by its formula: its terms include the fixed part
                 # NB: a stream plan has no per-CTA overhead, so this is its parts exactly; an attention
                 # plan priced by formula (L2 residency) keeps its overhead in every term but launch
                 for name in ("compute", "memory", "l2", "latency"):
@@ -243,6 +302,9 @@ class Compiled:
         """Per group and point (one kernel, not times its count): the closed-form estimate and the
         estimate priced at the point (equal except where a tile choice changes)."""
         m, flat, n = self._formulas(values)
+        for i, j in self._late:
+            if j == 0:
+                self._late_formula(m, i, 0, flat, n)
         formula = m[:, 0].copy()
         self._tile_points(m, dict(zip(self.free, flat, strict=True)), n)
         return formula, m[:, 0]
