@@ -130,9 +130,13 @@ def lowered_graph(graph: Graph, hw: HardwareDescriptor, precision: str | None, d
     """The first half of `estimate()`: bind `dims`, re-type `precision`, run the pass pipeline and lower
     to kernels (graph, CostCache, Lowered, refusals), before any tile plan or price. The serving steps
     (estimator/serve/step_points.py) price these kernels at arrays of points. Without `after_pass`, the
-    lowering is remembered across calls (pricing/memo.py: it reads `hw` only to check the precision)."""
+    lowering is remembered across calls (pricing/memo.py: it reads `hw` only to check the precision;
+    keyed by the GPU's family as well)."""
     if after_pass is None:
-        key = (tuple(sorted(dims.items())), precision, pipeline, verify_each, symmath.flat())
+        # the family too: a precision pass that lowered per family (Hopper's block-quantized BMM input,
+        # Blackwell's dequantized weights) must not share a lowering across families
+        key = (tuple(sorted(dims.items())), precision, pipeline, verify_each, symmath.flat(),
+               getattr(hw, "family", None))
         out = memo.lowered(key, graph, lambda: _lowered_graph(graph, hw, precision, dims, pipeline, None,
                                                               verify_each))
         if precision is not None:
