@@ -20,9 +20,11 @@ reported):
   (search.DECODE_BATCHES) with the most tokens/s per GPU, every decode slot held - the stated numbers
   and nothing else (no SLA: the row states none; the measured TTFT / TPOT are never an input).
 The model is the bundled config (DeepSeek-R1 has DeepSeek-V3's), at fp8. A row the serving model cannot
-price is counted under its reason, never dropped silently (a deployment the sharding refuses, e.g. EP 16
-under attention TP with DeepSeek's top-8 routing, or one that does not fit).
-Reported: signed median error (+ = over-predicted) of TTFT and TPOT by framework, and |error| medians.
+price is counted under its reason, never dropped silently (a deployment the sharding refuses, or one
+that does not fit). EP 16 under attention TP with DeepSeek's top-8 routing (half a route per token a GPU)
+is priced as models.decoder_config.replicated_ep_share writes it.
+Reported per (framework, model, rule): |error| median, p90 and signed median (+ = over-predicted) of TTFT
+and TPOT, then |error| medians per rule and over all rows.
 Tolerance the issue sets: TTFT and TPOT median <= 25 %.
 """
 
