@@ -206,15 +206,18 @@ def summary(rows: list[dict], points: list[dict], blocked: Counter, markdown: bo
         by[(p["backend"], p["model"].split("/")[-1], p["rule"])].append(p)
     cols = ("TTFT |med|", "p90", "signed", "TPOT |med|", "p90", "signed")
     if markdown:
-        lines += ["| framework | model | rule | rows | " + " | ".join(cols) + " |", "|---|---|---|---|" + "---|" * 6]
+        lines += ["| framework | model | rule | rows | " + " | ".join(cols) + " |",
+                  "|---|---|---|---|" + "---|" * 6]
     else:
-        lines.append(f"{'framework':<8} {'model':<20} {'rule':<8} {'rows':>4} " + " ".join(f"{c:>10}" for c in cols))
+        lines.append(f"{'framework':<8} {'model':<20} {'rule':<8} {'rows':>4} "
+                     + " ".join(f"{c:>10}" for c in cols))
     for (backend, model, rule), pts in sorted(by.items()):
         cells = [f"{v:+.1%}" if i % 3 == 2 else f"{v:.1%}" for i, v in enumerate(_stats(pts))]
         if markdown:
             lines.append(f"| {backend} | {model} | {rule} | {len(pts)} | " + " | ".join(cells) + " |")
         else:
-            lines.append(f"{backend:<8} {model:<20} {rule:<8} {len(pts):>4} " + " ".join(f"{c:>10}" for c in cells))
+            lines.append(f"{backend:<8} {model:<20} {rule:<8} {len(pts):>4} "
+                         + " ".join(f"{c:>10}" for c in cells))
     for rule in sorted({p["rule"] for p in points}):
         pts = [p for p in points if p["rule"] == rule]
         t, _, _, o, _, _ = _stats(pts)
