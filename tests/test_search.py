@@ -288,7 +288,8 @@ def test_validate_disagg_summary_splits_by_rule_with_p90():
     from estimator.calibration.validate_disagg import _stats, summary
 
     row = {"backend": "trtllm", "model": "x/DeepSeek-V3", "rule": "stated", "ttft_ms": 100.0, "tpot_ms": 10.0}
-    pts = [{**row, "pred_ttft_ms": 110.0, "pred_tpot_ms": 15.0}, {**row, "pred_ttft_ms": 80.0, "pred_tpot_ms": 13.0}]
+    pts = [{**row, "pred_ttft_ms": 110.0, "pred_tpot_ms": 15.0},
+           {**row, "pred_ttft_ms": 80.0, "pred_tpot_ms": 13.0}]
     t_med, t_p90, t_signed, o_med, o_p90, o_signed = _stats(pts)
     assert (t_med, t_signed, o_med, o_signed) == pytest.approx((0.15, -0.05, 0.40, 0.40))
     assert t_p90 == pytest.approx(0.1 + 0.9 * (0.2 - 0.1))  # numpy's linear p90 of |errors| 0.1, 0.2
