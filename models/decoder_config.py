@@ -8,6 +8,7 @@ full attention).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 
@@ -55,12 +56,37 @@ def shard_experts(moe: MoeSpec, ep: int) -> MoeSpec:
     return replace(moe, experts=moe.experts // ep, top_k=moe.top_k // ep, expert_parallel=ep)
 
 
+def replicated_ep_share(moe: MoeSpec, ep: int) -> MoeSpec:
+    """One GPU's routed experts under attention TP with expert parallelism `ep` (the tokens replicated on
+    the TP group, each GPU runs its own E / ep experts on the pairs routed to them, one all-reduce sums the
+    partial outputs: TensorRT-LLM's TP attention + EP MoE without attention DP, e.g. DeepSeek-V3 at
+    tp 16 / ep 16), written as a graph of whole routes when ep does not divide top-k.
+    The GPU's expected work is k / ep routes per token over E / ep experts of full width: pairs T k / ep,
+    each local expert active with probability 1 - (1 - k/E)^T. With g = gcd(k, ep) the same expectation is
+    E / g experts of width ffn / (ep / g) taking k / g whole routes per token (passes/shard_moe.py splits
+    the width by tp / g = (tp / ep)(ep / g)): the same pairs x width (T k ffn / ep), the same weight bytes
+    per GPU (E ffn / ep) and the same active weight bytes ((E/g)(1 - (1 - (k/g)/(E/g))^T) x ffn g / ep,
+    and (k/g)/(E/g) = k/E). Where ep divides k (g = ep) it is `shard_experts`.
+    NB: the grouped GEMM then runs ep / g times as many local experts of 1 / (ep / g) the width: the same
+    rows per expert, CTAs and bytes; only the per-expert bookkeeping of pricing/moe.py counts E / g."""
+    if moe.experts % ep:
+        raise ValueError(f"expert parallelism {ep} does not divide the {moe.experts} experts")
+    g = math.gcd(moe.top_k, ep)
+    if g == ep:
+        return shard_experts(moe, ep)
+    if moe.expert_parallel != 1:
+        raise ValueError(f"the experts are already sharded (expert parallelism {moe.expert_parallel})")
+    return replace(moe, experts=moe.experts // g, top_k=moe.top_k // g, expert_parallel=g)
+
+
 def deploy_moe(moe: MoeSpec, ep: int, attention_dp: int = 1, tp: int = 1) -> MoeSpec:
     """One GPU's MoE under a deployment of attention TP `tp` x attention DP `attention_dp`, whose MoE group
     (tp x attention_dp GPUs) is split into expert parallelism `ep` x MoE-TP (group / ep), as TensorRT-LLM's
     Mapping and aiconfigurator state it (moe_tp x moe_ep = tp x dp).
     - attention_dp 1: the tokens are replicated on the tp group: `shard_experts` (k / ep routes a GPU),
-      passes/shard_moe.py splits the width by tp / ep and all-reduces.
+      passes/shard_moe.py splits the width by tp / ep and all-reduces; where ep does not divide top-k
+      (DeepSeek's top-8 at ep 16: half a route a token per GPU) `replicated_ep_share` writes the same
+      expected work in whole routes.
     - attention_dp A > 1 (tp 1), ep == A: each rank holds its own tokens and sends each token's k pairs to
       their experts' GPUs (the dispatch / combine all-to-all): E / ep experts, all k routes of the rank's
       tokens, the same pairs a GPU receives on average under balanced routing (A ranks x T x k / ep).
@@ -75,7 +101,7 @@ def deploy_moe(moe: MoeSpec, ep: int, attention_dp: int = 1, tp: int = 1) -> Moe
     if ep < 1 or group % ep:
         raise ValueError(f"expert parallelism {ep} does not divide the MoE group of {group} GPUs")
     if attention_dp == 1:
-        return moe if ep == 1 else shard_experts(moe, ep)
+        return moe if ep == 1 else replicated_ep_share(moe, ep)
     if tp != 1:
         raise ValueError("attention data parallelism with attention tensor parallelism (tp > 1) inside "
                          "each replica is not supported yet: use --tp 1 --attention-dp N")

@@ -134,3 +134,29 @@ def test_attention_dp_moe_tp_keeps_shapes_past_the_gather_for_fp8_block():
     assert g.tensors[token].shape == (8 * batch, 64, 1)
     q = w8a8(g, "fp8e4m3", "bf16", block=128)
     assert q.tensors[token].dtype == "fp8e4m3"  # the routed tokens the grouped GEMM reads are fp8
+
+
+def test_tp_with_ep_beyond_top_k_writes_the_same_expected_work_in_whole_routes():
+    """TP 4 / EP 4 with top-2 of 8 experts (DeepSeek's top-8 at TP 16 / EP 16 in small): the tokens are
+    replicated, a GPU runs its 2 experts (full width 96) on k / ep = 1/2 route a token. g = gcd(2, 4) = 2:
+    written as 8 / 2 = 4 experts taking 2 / 2 = 1 route, width split tp / g = 2 by shard_moe."""
+    top2 = replace(MOE.moe, top_k=2)
+    moe = Parallelism(tp=4, ep=4).moe(top2)
+    assert (moe.experts, moe.top_k, moe.expert_parallel) == (4, 1, 2)
+    g = shard_tp(build_graph(replace(MOE, moe=moe), decode=True), 4).graph
+    gate_up = g.tensors["model.layers.0.mlp.experts.gate_up_proj"]
+    down = g.tensors["model.layers.0.mlp.experts.down_proj"]
+    assert gate_up.shape == (4, 2 * 48 // 2, 64) and down.shape == (4, 64, 48 // 2)
+    # weights per GPU as EP 4 holds them: 2 experts x (96 + 48) x 64 = 4 experts x (48 + 24) x 64
+    assert gate_up.numel + down.numel == 2 * (96 + 48) * 64
+    # pairs x width: batch x 1 route x 48 = (batch / 2 routes) x 96, the EP 4 GPU's expected work
+    ar = [n for n in _nodes(g, "AllReduce") if "mlp" in n.name]
+    assert len(ar) == 2 and not _nodes(g, "AllToAll")  # one all-reduce per MoE layer, tokens replicated
+    # active experts at T = 8 tokens: 4 half-width experts active w.p. 1 - (1 - 1/4)^8 = 2 full-width
+    # experts w.p. 1 - (1 - 2/8)^8 (the same k / E)
+    from estimator.cost.moe import expected_active_experts
+    assert float(expected_active_experts(4, 1, 8)) / 2 == pytest.approx(2 * (1 - (1 - 2 / 8) ** 8))
+    # where ep divides top-k nothing changes: shard_experts
+    assert (Parallelism(tp=4, ep=2).moe(top2).experts, Parallelism(tp=4, ep=2).moe(top2).top_k) == (4, 1)
+    with pytest.raises(ParallelError, match="does not divide the 6 experts"):
+        Parallelism(tp=4, ep=4).moe(replace(top2, experts=6))

@@ -284,3 +284,20 @@ def test_attention_dp_and_ep_rows_re_estimate_alone(capsys):
     assert code == 0 and served["disagg"] == asdict(spec)
     assert served["gpus"] == 2 + 2 and served["clients"] == 2 * 4
 
+
+
+def test_validate_disagg_summary_splits_by_rule_with_p90():
+    """Two rows of one (framework, model, rule): TTFT +10 % and -20 %, TPOT +50 % and +30 %."""
+    from collections import Counter
+
+    from estimator.calibration.validate_disagg import _stats, summary
+
+    row = {"backend": "trtllm", "model": "x/DeepSeek-V3", "rule": "stated", "ttft_ms": 100.0, "tpot_ms": 10.0}
+    pts = [{**row, "pred_ttft_ms": 110.0, "pred_tpot_ms": 15.0},
+           {**row, "pred_ttft_ms": 80.0, "pred_tpot_ms": 13.0}]
+    t_med, t_p90, t_signed, o_med, o_p90, o_signed = _stats(pts)
+    assert (t_med, t_signed, o_med, o_signed) == pytest.approx((0.15, -0.05, 0.40, 0.40))
+    assert t_p90 == pytest.approx(0.1 + 0.9 * (0.2 - 0.1))  # numpy's linear p90 of |errors| 0.1, 0.2
+    assert o_p90 == pytest.approx(0.3 + 0.9 * (0.5 - 0.3))
+    text = summary([{"model_path": "x/DeepSeek-V3"}] * 2, pts, Counter(), markdown=False)
+    assert "rule 'stated' (2 rows): |TTFT| median 15.0%, |TPOT| median 40.0%" in text

@@ -20,9 +20,11 @@ reported):
   (search.DECODE_BATCHES) with the most tokens/s per GPU, every decode slot held - the stated numbers
   and nothing else (no SLA: the row states none; the measured TTFT / TPOT are never an input).
 The model is the bundled config (DeepSeek-R1 has DeepSeek-V3's), at fp8. A row the serving model cannot
-price is counted under its reason, never dropped silently (a deployment the sharding refuses, e.g. EP 16
-under attention TP with DeepSeek's top-8 routing, or one that does not fit).
-Reported: signed median error (+ = over-predicted) of TTFT and TPOT by framework, and |error| medians.
+price is counted under its reason, never dropped silently (a deployment the sharding refuses, or one
+that does not fit). EP 16 under attention TP with DeepSeek's top-8 routing (half a route per token a GPU)
+is priced as models.decoder_config.replicated_ep_share writes it.
+Reported per (framework, model, rule): |error| median, p90 and signed median (+ = over-predicted) of TTFT
+and TPOT, then |error| medians per rule and over all rows.
 Tolerance the issue sets: TTFT and TPOT median <= 25 %.
 """
 
@@ -183,6 +185,15 @@ def _signed(points: list[dict], key: str) -> np.ndarray:
     return np.array([(p[f"pred_{key}"] - p[key]) / p[key] for p in points])
 
 
+def _stats(points: list[dict]) -> tuple[float, ...]:
+    """(|TTFT| median, |TTFT| p90, TTFT signed median, the same three of TPOT)."""
+    out = []
+    for key in ("ttft_ms", "tpot_ms"):
+        e = _signed(points, key)
+        out += [float(np.median(np.abs(e))), float(np.percentile(np.abs(e), 90)), float(np.median(e))]
+    return tuple(out)
+
+
 def summary(rows: list[dict], points: list[dict], blocked: Counter, markdown: bool) -> str:
     deepseek = sum(1 for r in rows if "DeepSeek" in r["model_path"])
     lines = [f"disaggregated H100 rows: {len(rows)} ({deepseek} DeepSeek-V3/R1); priced {len(points)}, "
@@ -193,18 +204,25 @@ def summary(rows: list[dict], points: list[dict], blocked: Counter, markdown: bo
         lines.append(f"  priced by rule {rule!r}: {n}")
     by = defaultdict(list)
     for p in points:
-        by[(p["backend"], p["model"].split("/")[-1])].append(p)
-    head = f"{'framework':<8} {'model':<22} {'rows':>4} {'TTFT signed median':>19} {'TPOT signed median':>19}"
-    lines.append(head)
+        by[(p["backend"], p["model"].split("/")[-1], p["rule"])].append(p)
+    cols = ("TTFT |med|", "p90", "signed", "TPOT |med|", "p90", "signed")
     if markdown:
-        lines = lines[:-1] + ["| framework | model | rows | TTFT signed median | TPOT signed median |",
-                              "|---|---|---|---|---|"]
-    for (backend, model), pts in sorted(by.items()):
-        t, o = np.median(_signed(pts, "ttft_ms")), np.median(_signed(pts, "tpot_ms"))
+        lines += ["| framework | model | rule | rows | " + " | ".join(cols) + " |",
+                  "|---|---|---|---|" + "---|" * 6]
+    else:
+        lines.append(f"{'framework':<8} {'model':<20} {'rule':<8} {'rows':>4} "
+                     + " ".join(f"{c:>10}" for c in cols))
+    for (backend, model, rule), pts in sorted(by.items()):
+        cells = [f"{v:+.1%}" if i % 3 == 2 else f"{v:.1%}" for i, v in enumerate(_stats(pts))]
         if markdown:
-            lines.append(f"| {backend} | {model} | {len(pts)} | {t:+.1%} | {o:+.1%} |")
+            lines.append(f"| {backend} | {model} | {rule} | {len(pts)} | " + " | ".join(cells) + " |")
         else:
-            lines.append(f"{backend:<8} {model:<22} {len(pts):>4} {t:>+18.1%} {o:>+18.1%}")
+            lines.append(f"{backend:<8} {model:<20} {rule:<8} {len(pts):>4} "
+                         + " ".join(f"{c:>10}" for c in cells))
+    for rule in sorted({p["rule"] for p in points}):
+        pts = [p for p in points if p["rule"] == rule]
+        t, _, _, o, _, _ = _stats(pts)
+        lines.append(f"rule {rule!r} ({len(pts)} rows): |TTFT| median {t:.1%}, |TPOT| median {o:.1%}")
     if points:
         lines.append(f"all priced rows: |TTFT| median {np.median(np.abs(_signed(points, 'ttft_ms'))):.1%}, "
                      f"|TPOT| median {np.median(np.abs(_signed(points, 'tpot_ms'))):.1%} (target <= 25 %)")
