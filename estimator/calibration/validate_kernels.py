@@ -156,7 +156,7 @@ def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
     if table == "mla_bmm":
         block = row["bmm_dtype"] == "fp8" and bmm_fp8 == "block_scaled"
         model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], block)
-        return model, ({"xq": "fp8e4m3"} if block else {}), ("x",)
+        return model, ({"xq": "fp8e4m3", "y": "bf16"} if block else {}), ("x",)
     fp8 = row["kv_cache_dtype"] == "fp8"
     if table == "mla_context":
         model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"], fp8)
