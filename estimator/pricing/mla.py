@@ -194,10 +194,10 @@ def bmm_kernel(family: str, block_scaled: bool, eff: dict) -> MlaBmmKernel | Non
     return MlaBmmKernel(str(raw["library"]), int(raw["block_m"]), int(raw["block_n"]))
 
 
-def absorbed_bmm(a_shape: tuple, b_shape: tuple, y_shape: tuple, b_is_weight: bool) -> tuple | None:
-    """(groups, rows) of a batched GEMM with one weight matrix per group, as the engine runs the absorbed
-    MLA BMMs: B a weight [G, K, N] and the output [..., G, r, N]; every leading row (tokens, batch) folds
-    into the GEMM's M side of its group's GEMM. None for any other MatMul."""
+def absorbed_bmm(a_shape: tuple, b_shape: tuple, y_shape: tuple, b_is_weight: bool) -> Any | None:
+    """The groups G of a batched GEMM with one weight matrix per group, as the engine runs the absorbed
+    MLA BMMs: B a weight [G, K, N] and the output [..., G, r, N]; every leading row (tokens, batch) then
+    folds into the M side of its group's GEMM (M = the GEMM's batch x M / G). None for any other MatMul."""
     if not b_is_weight or len(b_shape) != 3 or len(a_shape) < 3 or len(y_shape) < 3:
         return None
     try:
@@ -206,10 +206,7 @@ def absorbed_bmm(a_shape: tuple, b_shape: tuple, y_shape: tuple, b_is_weight: bo
         same = False
     if not same:
         return None
-    rows = y_shape[-2]
-    for d in y_shape[:-3]:
-        rows = rows * d
-    return b_shape[0], rows
+    return int(sm.num(b_shape[0])) if sm.numeric(b_shape[0]) else b_shape[0]
 
 
 def _choice_rows(m: Any) -> Any:

@@ -270,13 +270,14 @@ def _mla_bmm_plan(spec: GemmSpec, unit: tuple[str, str], work: Work, hw: Hardwar
                   res: Residency) -> TilePlan | None:
     """A batched GEMM with one weight matrix per group (the absorbed MLA BMMs) as the engine runs it
     (estimator/pricing/mla.py bmm_time), where the family has that kernel; else None (the tile model)."""
-    found = mla.absorbed_bmm(spec.a.shape or (), spec.b.shape or (), spec.c.shape or (), spec.b.is_weight)
+    groups = mla.absorbed_bmm(spec.a.shape or (), spec.b.shape or (), spec.c.shape or (), spec.b.is_weight)
     block = bool(spec.scale_block) and unit[1] != "bf16"
-    k = mla.bmm_kernel(hw.family, block, hw.efficiency) if found is not None else None
+    k = mla.bmm_kernel(hw.family, block, hw.efficiency) if groups is not None else None
     peak = _peak(hw, *unit) if k is not None else None
     if peak is None:
         return None
-    groups, rows = found
+    # spec's dims, not the tensors' shapes: at arrays of points only the dims hold the points' values
+    rows = spec.batch * spec.m / groups
     t = mla.bmm_time(groups, rows, spec.n, spec.k, peak, work.dram_bytes - res.bytes, hw.sm_count,
                      hw.dram_bytes_per_s, dict(hw.efficiency), k, block)
     util = work.flops[unit] / (t.time * peak) if unit[0] == TENSOR else None
