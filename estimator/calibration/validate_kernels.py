@@ -269,14 +269,16 @@ def row_by_row(key: Callable[[dict], tuple], price_one: Callable[[dict, Any, boo
 Variants = Callable[[dict], Iterator[tuple[np.ndarray, Any, dict, dict[str, np.ndarray]]]]
 
 
-def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
+def swept(variants: Variants, fallback: PriceRows, same_kernels: bool = True) -> PriceRows:
     """Every row priced at once: each variant's symbolic graph estimated once (dims free, the default
     pipeline, the tile model), then evaluated at the rows' dims as the sweep evaluates points
     (estimator/study/sweep.py Compiled: each row its own tile through the pricing core at arrays).
     Rows where some dims are 1 take a build with those dims bound, as `--sweep` does (Sweeper), unless
     binding them leaves the lowered kernels as they are (the same ops, in the same order: then the
     generic formulas hold there, and the costly build is skipped; `_same_kernels`). `fallback` (row by
-    row) with warm inputs: residency is not modelled at points."""
+    row) with warm inputs: residency is not modelled at points. `same_kernels=False`: every such set of
+    dims bound to 1 takes its build (the MLA tables: a decode's one sequence or one head prices apart from
+    the generic formulas though its kernels' ops stay the same)."""
     def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
         if warm:
             return fallback(rows, hw, warm)
@@ -288,12 +290,14 @@ def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
                 for dtype in set(retype.values()):
                     names = tuple(t for t, d in retype.items() if d == dtype)
                     graph = kernel_graphs.retype(graph, names, dtype)
-                bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()})
+                bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()},
+                                                 same_kernels)
         return bound, est
     return price_rows
 
 
-def _points(graph, hw, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _points(graph, hw, values: dict[str, np.ndarray],
+            same_kernels: bool = True) -> tuple[np.ndarray, np.ndarray]:
     pipeline = pipeline_for(DEFAULT_STRATEGY)
 
     def build(extra: dict) -> Any:
@@ -308,8 +312,8 @@ def _points(graph, hw, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     generic = None
     for c in np.unique(code[code > 0]):
         ones = {d: 1 for j, d in enumerate(free) if (int(c) >> j) & 1}
-        generic = _kernel_ops(graph, hw, {}) if generic is None else generic
-        if _kernel_ops(graph, hw, ones) == generic:
+        generic = _kernel_ops(graph, hw, {}) if generic is None and same_kernels else generic
+        if same_kernels and _kernel_ops(graph, hw, ones) == generic:
             continue
         mask = code == c
         sub = Compiled(build(ones)).evaluate({d: v[mask] for d, v in values.items() if d not in ones})
@@ -387,9 +391,39 @@ for _name, _file in validate_comm.TABLES.items():  # collectives: validate_comm.
                        row_by_row(lambda row, t=_name: validate_comm.key_of(t, row),
                                   lambda row, hw, warm, t=_name: validate_comm.price(t, row, hw))))
 
-for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py), each row estimated alone
+def _mla_variants(table: str, hw) -> Variants:
+    """MLA context and generation: one variant per kv_cache_dtype (its fp8 tensors as mla_model_of
+    re-types them, the family's query quantization included), batch, length and heads swept."""
+    def variants(rows: dict):
+        length = "isl" if table == "mla_context" else "step"
+        dims = {"b": rows["batch_size"], "s": rows[length], "h": rows["num_heads"]}
+        for kvdt in np.unique(rows["kv_cache_dtype"]):
+            row = {"kv_cache_dtype": kvdt, "batch_size": 1.0, length: 1.0, "num_heads": 1.0}
+            _, retype, _ = mla_model_of(table, row, {"batch_size": 1, length: 1, "num_heads": 1},
+                                        mla.quantizes_query(hw.family))
+            fp8 = kvdt == "fp8"
+            model = (mla_graphs.mla_context("b", "s", "h", fp8) if table == "mla_context"
+                     else mla_graphs.mla_generation("b", "s", "h"))
+            yield rows["kv_cache_dtype"] == kvdt, model, retype, dims
+    return variants
+
+
+def _mla_swept(table: str) -> PriceRows:
+    """Every row at once (`swept`); row by row with --warm-inputs."""
+    fallback = row_by_row(_kernel_key, lambda row, hw, warm: _mla_row(table, row, hw, warm))
+
+    def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+        return swept(_mla_variants(table, hw), fallback, same_kernels=False)(rows, hw, warm)
+    return price_rows
+
+
+for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py)
+    # the absorbed BMMs each row alone: their activation is L2-resident (_mla_row), which the points do
+    # not model
+    price_rows = (row_by_row(_kernel_key, lambda row, hw, warm, t=_name: _mla_row(t, row, hw, warm))
+                  if _name == "mla_bmm" else _mla_swept(_name))
     register(TableSpec(_name, _file, lambda d, t=_name: rows_of(d, t), lambda r, t=_name: regimes(t, r),
-                       row_by_row(_kernel_key, lambda row, hw, warm, t=_name: _mla_row(t, row, hw, warm))))
+                       price_rows))
 register(TableSpec("moe", "moe.csv.gz", lambda d: rows_of(d, "moe"), lambda r: regimes("moe", r),
                    row_by_row(_kernel_key, lambda row, hw, warm: moe_price(row, hw))))
 
