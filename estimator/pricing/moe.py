@@ -79,12 +79,15 @@ def active_balanced(assignments, experts):
     return np.minimum(np.asarray(experts, dtype=float), np.asarray(assignments, dtype=float))
 
 
+@functools.lru_cache(maxsize=8192)
 def power_law_counts(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
-                     draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+                     draws: int = POWER_LAW_DRAWS) -> tuple[np.ndarray, ...]:
     """Per-expert token counts of `draws` seeded draws of aiconfigurator's power-law generator: counts
     drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2] when tokens * topk <= E), scaled
     to tokens * topk and rounded, the rounding's remainder added to the largest counts first (taken from
-    the smallest), and the EP group with the largest sum swapped onto rank 0 (the measured one)."""
+    the smallest), and the EP group with the largest sum swapped onto rank 0 (the measured one).
+    Seeded, so computed once per argument set (the MoE table's rows repeat them across layer sizes and
+    dtypes); the arrays are read-only."""
     rng = np.random.default_rng(0)
     a = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
@@ -106,8 +109,9 @@ def power_law_counts(tokens: int, topk: int, experts: int, alpha: float, ep: int
             heavy = int(np.argmax(groups.sum(axis=1)))
             groups[[0, heavy]] = groups[[heavy, 0]]
             n = groups.reshape(-1)
+        n.setflags(write=False)
         out.append(n)
-    return out
+    return tuple(out)
 
 
 def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
