@@ -78,6 +78,27 @@ def test_mla_rows_at_points_equal_row_by_row(table, arch):
     np.testing.assert_allclose(b1, b2, rtol=1e-9)
 
 
+def test_moe_rows_at_once_equal_each_row_alone():
+    """The MoE table's rows (a duplicate among them) priced at once equal moe.layer_time of each row's
+    own layer Work."""
+    from estimator.pricing import moe
+
+    hw = hwdesc.load("h100-sxm")
+    rows = _rows(op_name=["moe"] * 3, kernel_source=["moe_torch_flow", "moe_torch_flow", "moe_torch_flow"],
+                 moe_dtype=["bfloat16", "fp8_block", "bfloat16"], num_tokens=[8, 4096, 8],
+                 hidden_size=[7168, 7168, 7168], inter_size=[2048, 2048, 2048], topk=[8, 8, 8],
+                 num_experts=[256, 256, 256], moe_tp_size=[1, 1, 1], moe_ep_size=[8, 8, 8],
+                 distribution=["uniform", "power_law_1.01", "uniform"])
+    bound, est = vk.TABLES["moe"].price_rows(rows, hw, False)
+    for j in range(3):
+        w = moe.layer_work(int(rows["num_tokens"][j]), 7168, 2048, 8, 256, 1, 8, str(rows["moe_dtype"][j]),
+                           str(rows["distribution"][j]), True, hw.sm_count, False, hw.family)
+        peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+        b, e = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
+        assert bound[j] == pytest.approx(float(b), rel=1e-12) and est[j] == pytest.approx(float(e), rel=1e-12)
+    assert est[0] == est[2]  # the duplicate row
+
+
 def test_registry_runs_every_table_of_the_folder(tmp_path, capsys):
     """Without --tables every registered table whose file the folder holds; a view with no rows
     (fp8 of a bf16-only gemm.csv.gz) says so and is skipped; --tables selects."""

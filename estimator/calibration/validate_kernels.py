@@ -198,19 +198,30 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
             "worst_measured_over_bound": float(ratio.min())}
 
 
-def moe_price(row: dict, hw) -> tuple[float, float]:
-    """A MoE layer row (moe.csv.gz) priced by estimator/pricing/moe.py with the descriptor's constants."""
+def moe_rows_price(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every MoE row at once: each distinct row's layer Work (moe.layer_work) once, then moe.layer_time
+    on the arrays of them (elementwise: each row's numbers as that row alone would get them)."""
     if not all(k in hw.efficiency for k in moe.MOE_KEYS):
         raise UserError(f"--tables moe: {hw.name} has no MoE constants ({', '.join(moe.MOE_KEYS)})")
-    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]),
-                       int(row["topk"]),
-                       int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
-                       str(row["moe_dtype"]), str(row["distribution"]),
-                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
-                       row["kernel_source"] == "moe_torch_flow_min_latency", hw.family)
-    peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+    n = len(rows["t"])
+    index, works, where = {}, [], np.zeros(n, dtype=np.int64)
+    for j in range(n):
+        row = {k: v[j] for k, v in rows.items()}
+        key = _kernel_key(row)
+        if key not in index:
+            index[key] = len(works)
+            works.append(moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]),
+                                        int(row["inter_size"]), int(row["topk"]), int(row["num_experts"]),
+                                        int(row["moe_tp_size"]), int(row["moe_ep_size"]),
+                                        str(row["moe_dtype"]), str(row["distribution"]),
+                                        row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
+                                        row["kernel_source"] == "moe_torch_flow_min_latency", hw.family))
+        where[j] = index[key]
+    w = {k: np.array([x[k] for x in works]) for k in works[0]}
+    peak = np.array([hw.tensor_flops_per_s.get(m, hw.tensor_flops_per_s["bf16"]) for m in w["mma"]])
     bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
-    return float(bound), float(est)
+    return (np.broadcast_to(np.asarray(bound, dtype=float), (len(works),))[where],
+            np.broadcast_to(np.asarray(est, dtype=float), (len(works),))[where])
 
 
 def _mla_row(table: str, row: dict, hw, warm: bool) -> tuple[float, float]:
@@ -425,7 +436,7 @@ for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py)
     register(TableSpec(_name, _file, lambda d, t=_name: rows_of(d, t), lambda r, t=_name: regimes(t, r),
                        price_rows))
 register(TableSpec("moe", "moe.csv.gz", lambda d: rows_of(d, "moe"), lambda r: regimes("moe", r),
-                   row_by_row(_kernel_key, lambda row, hw, warm: moe_price(row, hw))))
+                   moe_rows_price))
 
 
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict | None:
