@@ -30,8 +30,10 @@ Speed: without --warm-inputs a kernel table's graph is estimated once with its d
 is priced at once at its dims as `--sweep` prices points (estimator/study/sweep.py: the pricing core on
 arrays, each row's own tile, estimator/pricing/points.py), the same numbers as estimate() row by row
 (tests/test_validate_tables.py; the block-scaled fp8 rows to 1e-4: their scales are a graph input
-there); so every table of a folder takes seconds. With --warm-inputs (L2
-residency is not modelled at points) and for the collectives each distinct row is estimated alone.
+there); mla_context and mla_generation too. The MoE table's rows are each distinct row's layer Work
+once and moe.layer_time on arrays of them. With --warm-inputs (L2 residency is not modelled at points),
+for the absorbed BMMs (mla_bmm: their activation is always L2-warm) and for the collectives each
+distinct row is estimated alone.
 
 A table is one `TableSpec` in TABLES: its file, its rows, its regimes and how its rows are priced
 (`swept` variants of a symbolic graph, or `row_by_row`); `register` adds one.
