@@ -150,7 +150,13 @@ def group_limited_gate(choices: np.ndarray, experts: int, topk: int, groups: int
     span more than `topk_groups` groups keeps those in the first groups and fills its top-k with the
     lowest-indexed experts of the kept groups, so those few experts collect most tokens."""
     # tokens with the same choices route the same: gate each distinct row once, weighted by its tokens
-    choices, weight = np.unique(choices, axis=0, return_counts=True)
+    # (distinct rows by a lexicographic sort of the columns: np.unique(axis=0)'s, without its slow
+    # structured-dtype sort)
+    ordered = choices[np.lexsort(choices.T[::-1])]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    choices = ordered[first]
+    weight = np.diff(np.append(np.flatnonzero(first), len(ordered)))
     t = choices.shape[0]
     counts = np.zeros((t, experts))
     np.add.at(counts, (np.repeat(np.arange(t), choices.shape[1]), choices.reshape(-1)), 1)
