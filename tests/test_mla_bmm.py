@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import hwdesc
-from estimator.calibration import mla_graphs, validate_kernels
+from estimator.calibration import kernel_graphs, mla_graphs, validate_kernels
 from estimator.estimate import estimate
 from estimator.frontends.hf_config import build_graph
 from estimator.frontends.onnx_import import import_model
@@ -79,3 +79,44 @@ def test_decoder_bmm_and_calibration_row_are_one_kernel(arch):
     (ref,) = row.kernels
     assert ref.kernel.tile.tile == bmms[0].kernel.tile.tile == "mla bmm cublas 64x128"
     assert float(bmms[0].timing.estimate_s) == pytest.approx(float(ref.timing.estimate_s), rel=1e-6)
+
+
+def _row_kernels(op: str, hw, pipe) -> dict:
+    model, retype, _ = validate_kernels.model_of("mla_bmm", {"op_name": op, "bmm_dtype": "fp8", "num_tokens": 64.0,
+                                                             "num_heads": 16.0}, False, mla.bmm_fp8_kind(hw.family))
+    graph = import_model(model)
+    for dtype in set(retype.values()):
+        graph = kernel_graphs.retype(graph, tuple(n for n, d in retype.items() if d == dtype), dtype)
+    return {p.kernel.name: p for p in estimate(graph, hw, pipeline=pipe).kernels}
+
+
+@pytest.mark.parametrize("precision", ["fp8-w8a8", "fp8-block"])
+def test_decoder_fp8_bmm_is_the_calibration_rows_kernel(precision):
+    # Hopper: fp8_block_scaling_bmm_out, a 1 x 128 quantize then DeepGEMM, whatever the linears' scaling
+    hw = hwdesc.load("h100-sxm")
+    pipe = pipeline_for(DEFAULT_STRATEGY)
+    r = estimate(build_graph(TINY_DS, decode=True), hw, dims={"batch": 64, "past_seq": 4096}, pipeline=pipe,
+                 precision=precision)
+    by_name = {p.kernel.name: p for p in r.kernels}
+    for node, op in (("MatMul", "mla_gen_pre"), ("MatMul_3", "mla_gen_post")):
+        ref = _row_kernels(op, hw, pipe)
+        bmm = by_name[f"/model/layers.0/self_attn/{node}"]
+        assert str(bmm.kernel.tile.tile).startswith("mla bmm deepgemm")
+        assert bmm.kernel.tile.tile == ref["bmm"].kernel.tile.tile
+        assert float(bmm.timing.estimate_s) == pytest.approx(float(ref["bmm"].timing.estimate_s), rel=1e-6)
+    # the context's quantize is its own kernel (the attention writes bf16 for it, not fp8 as for an o_proj)
+    q = by_name["/model/layers.0/self_attn/MatMul_3/QuantizeLinear"]
+    assert float(q.timing.estimate_s) == pytest.approx(float(_row_kernels("mla_gen_post", hw, pipe)
+                                                             ["quantize"].timing.estimate_s), rel=0.01)
+
+
+@pytest.mark.parametrize("precision", ["fp8-w8a8", "fp8-block"])
+def test_decoder_fp8_bmm_on_blackwell_is_bf16(precision):
+    # Blackwell: a bf16 BMM on weights dequantized at load, no quantize before it
+    hw = hwdesc.load("b200")
+    r = estimate(build_graph(TINY_DS, decode=True), hw, dims={"batch": 64, "past_seq": 4096},
+                 pipeline=pipeline_for(DEFAULT_STRATEGY), precision=precision)
+    names = {p.kernel.name: p for p in r.kernels}
+    assert names["/model/layers.0/self_attn/MatMul"].kernel.tile.tile == "mla bmm cublas 64x128"
+    assert not any(n.startswith("/model/layers.0/self_attn/MatMul_3/") or n.startswith(
+        "/model/layers.0/self_attn/MatMul/") for n in names)

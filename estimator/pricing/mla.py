@@ -89,6 +89,10 @@ def is_latent(kv_heads: Any, dk: Any, dv: Any) -> bool:
         return False
 
 
+# the activation scale block of fp8_block_scaling_bmm_out (a documented engine rule: 1 x 128, DeepGEMM)
+BMM_ACTIVATION_BLOCK = 128
+
+
 def bmm_fp8_kind(family: str) -> str:
     """How the family's engine runs the absorbed BMMs with fp8 weights: "block_scaled" (quantize the
     activation per 1 x 128 block, then a block-scaled fp8 BMM) or "dequant_bf16" (bf16 BMM on weights
