@@ -92,26 +92,32 @@ def power_law_counts(tokens: int, topk: int, experts: int, alpha: float, ep: int
     a = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
     hi = max(hi, lo * (1 + 1e-9))
-    out = []
-    for _ in range(draws):
-        u = rng.random(experts)
-        x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
-        n = np.round(x / x.sum() * a)
-        delta = int(a - n.sum())
-        order = np.argsort(-n, kind="stable")
-        if delta > 0:
-            np.add.at(n, order[np.arange(delta) % experts], 1)
-        elif delta < 0:
-            positive = order[n[order] > 0][::-1]
-            np.add.at(n, positive[np.arange(-delta) % len(positive)], -1)
-        if experts % ep == 0 and ep > 1:
-            groups = n.reshape(ep, -1).copy()
-            heavy = int(np.argmax(groups.sum(axis=1)))
-            groups[[0, heavy]] = groups[[heavy, 0]]
-            n = groups.reshape(-1)
-        n.setflags(write=False)
-        out.append(n)
-    return tuple(out)
+    # every draw at once: [draws, experts] uniforms are the successive draws' own (one stream)
+    u = rng.random((draws, experts))
+    x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+    n = np.round(x / x.sum(axis=1, keepdims=True) * a)
+    delta = (a - n.sum(axis=1)).astype(int)[:, None]
+    order = np.argsort(-n, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(experts)[None, :], axis=1)
+    # delta > 0: one each to the largest first, cycling (rank < delta mod E gets one more)
+    up = np.where(delta > 0, delta // experts + (rank < delta % experts), 0)
+    # delta < 0: one each from the smallest positive first, cycling over the L positive counts (the first
+    # L of the descending order): reversed position L - 1 - rank
+    live = n > 0
+    pos = np.maximum(live.sum(axis=1, keepdims=True), 1)
+    take = -np.minimum(delta, 0)
+    down = np.where(live & (delta < 0), take // pos + ((pos - 1 - rank) < take % pos), 0)
+    n = n + up - down
+    if experts % ep == 0 and ep > 1:
+        groups = n.reshape(draws, ep, -1)
+        heavy = np.argmax(groups.sum(axis=2), axis=1)
+        perm = np.tile(np.arange(ep), (draws, 1))
+        perm[:, 0] = heavy
+        perm[np.arange(draws), heavy] = 0
+        n = groups[np.arange(draws)[:, None], perm].reshape(draws, -1)
+    n.setflags(write=False)
+    return tuple(n)
 
 
 def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
