@@ -249,6 +249,17 @@ def block_scaled(family: str | None) -> frozenset:
     return frozenset((mla.kernels_file().get("moe_block_scaled") or {}).get(family) or ())
 
 
+@functools.lru_cache(maxsize=16384)
+def _load_stats(tokens: int, topk: int, experts: int, ep: int, distribution: str,
+                gate: bool) -> tuple[float, float, float]:
+    """The draws' mean (tile rows, active experts, assignments) of the measured rank (rank_loads); once
+    per argument set (the MoE table repeats them across layer sizes and dtypes)."""
+    draws = rank_loads(tokens, topk, experts, ep, distribution, gate=gate)
+    draws = draws if isinstance(draws, list) else [draws]
+    return (float(np.mean([np.ceil(d / TILE_M).sum() for d in draws])),
+            float(np.mean([len(d) for d in draws])), float(np.mean([d.sum() for d in draws])))
+
+
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
                dtype: str, distribution: str, gated: bool, sm_count: int,
                fused_permute: bool = False, family: str | None = None) -> dict:
@@ -260,11 +271,7 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
-    draws = rank_loads(tokens, topk, experts, ep, distribution, gate=fused_permute)
-    draws = draws if isinstance(draws, list) else [draws]
-    row_tiles = float(np.mean([np.ceil(d / TILE_M).sum() for d in draws]))
-    active = float(np.mean([len(d) for d in draws]))
-    assignments = float(np.mean([d.sum() for d in draws]))
+    row_tiles, active, assignments = _load_stats(tokens, topk, experts, ep, distribution, fused_permute)
     # the bound's rank: at least its mean share of the assignments (the measured rank holds the heaviest
     # group), in as few experts as one (a skewed draw may pile them up): a floor any draw stays above
     # NB: the min-latency kernel's rows read fewer experts than a balanced routing hits (B200 table: 32
