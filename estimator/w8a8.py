@@ -23,6 +23,11 @@ dynamic per-tensor scale would add one reduction kernel per quantization. A line
 whose B input is the weight itself: one that reads its weight through a Transpose node is not
 recognised and stays at the activation dtype. The KV cache is recognised by name (past_key_values.*,
 present.*, as the exporters and models/ name it, like report/recommendation.kv_tensors).
+The absorbed MLA BMMs (a MatMul on a [G, K, N] weight, estimator/pricing/mla.absorbed_bmm) run as the
+family's engine runs them with fp8 weights (`bmm_fp8`, mla.bmm_fp8_kind): "block_scaled" (TensorRT-LLM
+sm90 fp8_block_scaling_bmm_out: a 1 x 128 permute-quantize of the activation, the attention output
+included, then DeepGEMM's strided batched fp8 GEMM, whatever the linears' scaling) or "dequant_bf16"
+(Blackwell: a bf16 BMM on weights dequantized at load: weight and activation stay bf16, no quantize).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from dataclasses import replace
 
 from estimator.dtypes import FLOAT_DTYPES
 from estimator.ir import Graph, Node, Tensor
+from estimator.pricing import mla
 
 GEMM_OPS = frozenset({"MatMul", "Gemm"})
 
@@ -118,8 +124,17 @@ def _attention_output(graph: Graph, x: str) -> list[str] | None:
     return chain if a is not None and graph.node(a).op_type in ("Softmax", "Cast", *VIEWS) else None
 
 
+def _absorbed_bmm(graph: Graph, node: Node) -> bool:
+    """Whether `node` is an absorbed MLA BMM (its B a [G, K, N] weight, one matrix per group)."""
+    a, b = (graph.tensors.get(t) for t in node.inputs[:2])
+    y = graph.tensors.get(node.outputs[0])
+    if a is None or b is None or y is None:
+        return False
+    return mla.absorbed_bmm(a.shape or (), b.shape or (), y.shape or (), b.is_weight) is not None
+
+
 def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None = None, block: int = 0,
-         quantize_activations: bool = True) -> Graph:
+         quantize_activations: bool = True, bmm_fp8: str | None = None) -> Graph:
     """`graph` with every float tensor at `act_dtype`, the linear layers' weights at `weight_dtype`, a
     QuantizeLinear (act_dtype -> weight_dtype) before each distinct activation they read, and the KV
     cache (past / present tensors) at `kv_dtype` (default act_dtype).
@@ -129,7 +144,8 @@ def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None =
     activations, 4 per 128 x 128 weights) are left out (under 2 % of the activation, 0.03 % of the weight).
     `quantize_activations` False (weight-only, W4A16): no QuantizeLinear and the experts' tokens stay at
     `act_dtype`; the weights are a stored format (estimator/dtypes.STORED_FORMATS) the GEMM dequantizes.
-    NVFP4 (`weight_dtype` fp4e2m1): the QuantizeLinear also writes the e4m3 scale per 16 (cost/quant.py)."""
+    NVFP4 (`weight_dtype` fp4e2m1): the QuantizeLinear also writes the e4m3 scale per 16 (cost/quant.py).
+    `bmm_fp8` (fp8 weights): how the absorbed MLA BMMs run (module doc); None: as any other linear."""
     tensors = {name: replace(t, dtype=act_dtype) if t.dtype in FLOAT_DTYPES else t
                for name, t in graph.tensors.items()}
     if kv_dtype:
@@ -146,10 +162,23 @@ def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None =
         if node.name not in gemms:
             nodes.append(node)
             continue
-        tensors[node.inputs[1]] = replace(tensors[node.inputs[1]], dtype=weight_dtype)
         x = node.inputs[0]
+        bmm = quantize_activations and bmm_fp8 is not None and _absorbed_bmm(graph, node)
+        if bmm and bmm_fp8 == "dequant_bf16":
+            nodes.append(node)  # bf16 BMM on the dequantized weight (module doc)
+            continue
+        tensors[node.inputs[1]] = replace(tensors[node.inputs[1]], dtype=weight_dtype)
         if not quantize_activations:
             nodes.append(node)
+            continue
+        if bmm:  # the 1 x 128 permute-quantize of fp8_block_scaling_bmm_out, its own kernel
+            q, scale = f"{x}__fp8_1x128", f"{x}__fp8_1x128_scale"
+            if q not in tensors:
+                tensors[q] = replace(tensors[x], name=q, dtype=weight_dtype, is_weight=False, is_const=False)
+                tensors[scale] = Tensor(scale, (), "fp32", is_weight=True, is_const=True)
+                nodes.append(Node(f"{node.name}/QuantizeLinear", "QuantizeLinear", "", (x, scale), (q,),
+                                  {"axis": -1, "block_size": mla.BMM_ACTIVATION_BLOCK}))
+            nodes.append(replace(node, inputs=(q,) + node.inputs[1:]))
             continue
         if x not in quantized and (chain := _attention_output(graph, x)) is not None:
             for t in chain:  # the attention writes its output in fp8: no quantization kernel

@@ -58,9 +58,10 @@ TILE_EFFICIENCY_KEYS = (*TILE_FRACTIONS, *TILE_SECONDS, *TILE_COUNTS)
 # Optional: the MLA and MoE kernels' fitted constants (estimator/pricing/mla.py, moe.py); a family without
 # them prices those kernels as any attention or stream.
 MLA_MOE_FRACTIONS = ("mla_overlap", "mla_tensor", "mla_dram", "moe_tensor", "moe_dram", "moe_overlap",
-                     "moe_rows", "moe_block_tensor", "moe_block_dram")
+                     "moe_rows", "moe_block_tensor", "moe_block_dram", "mla_bmm_dram", "mla_bmm_fp8_dram")
 MLA_MOE_SECONDS = ("mla_decode_s", "mla_decode_seq_s", "mla_decode_row_s", "moe_fixed_s", "moe_gemm_s",
-                   "moe_expert_s", "moe_fused_s")
+                   "moe_expert_s", "moe_fused_s", "mla_bmm_s", "mla_bmm_wave_s", "mla_bmm_fp8_s",
+                   "mla_bmm_fp8_wave_s")
 MLA_MOE_COUNTS = ("moe_cta_stream",)  # a CTA's weight stream over its 1 / SMs share of DRAM (>= 1)
 MLA_MOE_KEYS = (*MLA_MOE_FRACTIONS, *MLA_MOE_SECONDS, *MLA_MOE_COUNTS)
 # Optional, and only in the descriptors of a family whose menu has a library-picked block-scaled kernel

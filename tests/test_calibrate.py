@@ -64,7 +64,7 @@ def test_write_descriptors_replaces_whole_entries(tmp_path):
     text = (families / "hopper.yaml").read_text()
     block = text.split("\nefficiency:\n")[1]
     # one source, table and command per entry, none left over (cuda's `confidence: low` is gone with it)
-    assert block.count("source:") == block.count("value:") == 45  # 29 + the 16 MLA / MoE constants
+    assert block.count("source:") == block.count("value:") == 51  # 29 + the 22 MLA / MoE constants
     assert block.count('    command: "estimate calibrate --write"') == 3
     assert block.count("fitted_on:") == block.count("command:")
     cuda = block.split("  cuda:")[1].split("  sfu:")[0]

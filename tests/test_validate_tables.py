@@ -60,6 +60,45 @@ def test_decode_rows_with_and_without_a_query_group_at_points():
     np.testing.assert_allclose(b1, b2, rtol=1e-9)
 
 
+@pytest.mark.parametrize("arch", ["h100-sxm", "b200"])
+@pytest.mark.parametrize("table", ["mla_context", "mla_generation"])
+def test_mla_rows_at_points_equal_row_by_row(table, arch):
+    """Both cache dtypes, and one sequence and one head among the rows (each set of dims at 1 its own
+    build: a one-head one-sequence decode prices apart from the generic formulas, its kernels' ops alike)."""
+    rows = _rows(op_name=[table] * 5, kernel_source=["default"] * 5, mla_dtype=["bfloat16"] * 5,
+                 kv_cache_dtype=["bfloat16", "fp8", "fp8", "bfloat16", "fp8"], num_heads=[1, 1, 16, 128, 64],
+                 batch_size=[1, 64, 1, 8, 2], isl=[1, 1, 1, 1, 1] if table == "mla_generation" else
+                 [128, 1024, 4096, 16, 512], tp_size=[1] * 5, step=[127, 32767, 1023, 4095, 1]
+                 if table == "mla_generation" else [0] * 5)
+    hw = hwdesc.load(arch)
+    b1, e1 = vk.TABLES[table].price_rows(rows, hw, False)
+    b2, e2 = vk.row_by_row(vk._kernel_key, lambda row, hw, warm: vk._mla_row(table, row, hw, warm))(
+        rows, hw, False)
+    np.testing.assert_allclose(e1, e2, rtol=1e-9)
+    np.testing.assert_allclose(b1, b2, rtol=1e-9)
+
+
+def test_moe_rows_at_once_equal_each_row_alone():
+    """The MoE table's rows (a duplicate among them) priced at once equal moe.layer_time of each row's
+    own layer Work."""
+    from estimator.pricing import moe
+
+    hw = hwdesc.load("h100-sxm")
+    rows = _rows(op_name=["moe"] * 3, kernel_source=["moe_torch_flow", "moe_torch_flow", "moe_torch_flow"],
+                 moe_dtype=["bfloat16", "fp8_block", "bfloat16"], num_tokens=[8, 4096, 8],
+                 hidden_size=[7168, 7168, 7168], inter_size=[2048, 2048, 2048], topk=[8, 8, 8],
+                 num_experts=[256, 256, 256], moe_tp_size=[1, 1, 1], moe_ep_size=[8, 8, 8],
+                 distribution=["uniform", "power_law_1.01", "uniform"])
+    bound, est = vk.TABLES["moe"].price_rows(rows, hw, False)
+    for j in range(3):
+        w = moe.layer_work(int(rows["num_tokens"][j]), 7168, 2048, 8, 256, 1, 8, str(rows["moe_dtype"][j]),
+                           str(rows["distribution"][j]), True, hw.sm_count, False, hw.family)
+        peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+        b, e = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
+        assert bound[j] == pytest.approx(float(b), rel=1e-12) and est[j] == pytest.approx(float(e), rel=1e-12)
+    assert est[0] == est[2]  # the duplicate row
+
+
 def test_registry_runs_every_table_of_the_folder(tmp_path, capsys):
     """Without --tables every registered table whose file the folder holds; a view with no rows
     (fp8 of a bf16-only gemm.csv.gz) says so and is skipped; --tables selects."""

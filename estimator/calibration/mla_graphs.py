@@ -52,12 +52,14 @@ def mla_context(b, s, h, fp8: bool = False) -> onnx.ModelProto:
 
 
 def mla_generation(b, step, h) -> onnx.ModelProto:
+    """Dims as ints, or names (a symbolic template: validate_kernels prices every row at once)."""
     info = helper.make_tensor_value_info
     d = KV_LORA + ROPE
     inputs = [info("q", BF16, [b, h, 1, d]), info("past", BF16, [b, 1, step, d]),
               info("new", BF16, [b, 1, 1, d])]
+    present = f"{step} + 1" if isinstance(step, str) else step + 1
     # the present latent is an output, as a decoder's present cache: the append is done in place
-    outputs = [info("y", BF16, [b, h, 1, KV_LORA]), info("latent", BF16, [b, 1, step + 1, d])]
+    outputs = [info("y", BF16, [b, h, 1, KV_LORA]), info("latent", BF16, [b, 1, present, d])]
     inits = [helper.make_tensor("scale", TensorProto.BFLOAT16, [], [1.0 / math.sqrt(NOPE + ROPE)]),
              helper.make_tensor("starts", TensorProto.INT64, [1], [0]),
              helper.make_tensor("ends", TensorProto.INT64, [1], [KV_LORA]),

@@ -30,8 +30,10 @@ Speed: without --warm-inputs a kernel table's graph is estimated once with its d
 is priced at once at its dims as `--sweep` prices points (estimator/study/sweep.py: the pricing core on
 arrays, each row's own tile, estimator/pricing/points.py), the same numbers as estimate() row by row
 (tests/test_validate_tables.py; the block-scaled fp8 rows to 1e-4: their scales are a graph input
-there); so every table of a folder takes seconds. With --warm-inputs (L2
-residency is not modelled at points) and for the collectives each distinct row is estimated alone.
+there); mla_context and mla_generation too. The MoE table's rows are each distinct row's layer Work
+once and moe.layer_time on arrays of them. With --warm-inputs (L2 residency is not modelled at points),
+for the absorbed BMMs (mla_bmm: their activation is always L2-warm) and for the collectives each
+distinct row is estimated alone.
 
 A table is one `TableSpec` in TABLES: its file, its rows, its regimes and how its rows are priced
 (`swept` variants of a symbolic graph, or `row_by_row`); `register` adds one.
@@ -156,7 +158,7 @@ def mla_model_of(table: str, row: dict, i: dict, quantize_query: bool = False,
     if table == "mla_bmm":
         block = row["bmm_dtype"] == "fp8" and bmm_fp8 == "block_scaled"
         model = mla_graphs.mla_bmm(str(row["op_name"]), i["num_tokens"], i["num_heads"], block)
-        return model, ({"xq": "fp8e4m3"} if block else {}), ("x",)
+        return model, ({"xq": "fp8e4m3", "y": "bf16"} if block else {}), ("x",)
     fp8 = row["kv_cache_dtype"] == "fp8"
     if table == "mla_context":
         model = mla_graphs.mla_context(i["batch_size"], i["isl"], i["num_heads"], fp8)
@@ -198,19 +200,30 @@ def summarize(meas: np.ndarray, bound: np.ndarray, est: np.ndarray) -> dict:
             "worst_measured_over_bound": float(ratio.min())}
 
 
-def moe_price(row: dict, hw) -> tuple[float, float]:
-    """A MoE layer row (moe.csv.gz) priced by estimator/pricing/moe.py with the descriptor's constants."""
+def moe_rows_price(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every MoE row at once: each distinct row's layer Work (moe.layer_work) once, then moe.layer_time
+    on the arrays of them (elementwise: each row's numbers as that row alone would get them)."""
     if not all(k in hw.efficiency for k in moe.MOE_KEYS):
         raise UserError(f"--tables moe: {hw.name} has no MoE constants ({', '.join(moe.MOE_KEYS)})")
-    w = moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]), int(row["inter_size"]),
-                       int(row["topk"]),
-                       int(row["num_experts"]), int(row["moe_tp_size"]), int(row["moe_ep_size"]),
-                       str(row["moe_dtype"]), str(row["distribution"]),
-                       row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
-                       row["kernel_source"] == "moe_torch_flow_min_latency", hw.family)
-    peak = hw.tensor_flops_per_s.get(w["mma"], hw.tensor_flops_per_s["bf16"])
+    n = len(rows["t"])
+    index, works, where = {}, [], np.zeros(n, dtype=np.int64)
+    for j in range(n):
+        row = {k: v[j] for k, v in rows.items()}
+        key = _kernel_key(row)
+        if key not in index:
+            index[key] = len(works)
+            works.append(moe.layer_work(int(row["num_tokens"]), int(row["hidden_size"]),
+                                        int(row["inter_size"]), int(row["topk"]), int(row["num_experts"]),
+                                        int(row["moe_tp_size"]), int(row["moe_ep_size"]),
+                                        str(row["moe_dtype"]), str(row["distribution"]),
+                                        row["kernel_source"] != "moe_torch_flow_nongated", hw.sm_count,
+                                        row["kernel_source"] == "moe_torch_flow_min_latency", hw.family))
+        where[j] = index[key]
+    w = {k: np.array([x[k] for x in works]) for k in works[0]}
+    peak = np.array([hw.tensor_flops_per_s.get(m, hw.tensor_flops_per_s["bf16"]) for m in w["mma"]])
     bound, est = moe.layer_time(w, peak, hw.sm_count, hw.dram_bytes_per_s, dict(hw.efficiency))
-    return float(bound), float(est)
+    return (np.broadcast_to(np.asarray(bound, dtype=float), (len(works),))[where],
+            np.broadcast_to(np.asarray(est, dtype=float), (len(works),))[where])
 
 
 def _mla_row(table: str, row: dict, hw, warm: bool) -> tuple[float, float]:
@@ -269,14 +282,16 @@ def row_by_row(key: Callable[[dict], tuple], price_one: Callable[[dict, Any, boo
 Variants = Callable[[dict], Iterator[tuple[np.ndarray, Any, dict, dict[str, np.ndarray]]]]
 
 
-def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
+def swept(variants: Variants, fallback: PriceRows, same_kernels: bool = True) -> PriceRows:
     """Every row priced at once: each variant's symbolic graph estimated once (dims free, the default
     pipeline, the tile model), then evaluated at the rows' dims as the sweep evaluates points
     (estimator/study/sweep.py Compiled: each row its own tile through the pricing core at arrays).
     Rows where some dims are 1 take a build with those dims bound, as `--sweep` does (Sweeper), unless
     binding them leaves the lowered kernels as they are (the same ops, in the same order: then the
     generic formulas hold there, and the costly build is skipped; `_same_kernels`). `fallback` (row by
-    row) with warm inputs: residency is not modelled at points."""
+    row) with warm inputs: residency is not modelled at points. `same_kernels=False`: every such set of
+    dims bound to 1 takes its build (the MLA tables: a decode's one sequence or one head prices apart from
+    the generic formulas though its kernels' ops stay the same)."""
     def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
         if warm:
             return fallback(rows, hw, warm)
@@ -288,12 +303,14 @@ def swept(variants: Variants, fallback: PriceRows) -> PriceRows:
                 for dtype in set(retype.values()):
                     names = tuple(t for t, d in retype.items() if d == dtype)
                     graph = kernel_graphs.retype(graph, names, dtype)
-                bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()})
+                bound[mask], est[mask] = _points(graph, hw, {d: v[mask] for d, v in dims.items()},
+                                                 same_kernels)
         return bound, est
     return price_rows
 
 
-def _points(graph, hw, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def _points(graph, hw, values: dict[str, np.ndarray],
+            same_kernels: bool = True) -> tuple[np.ndarray, np.ndarray]:
     pipeline = pipeline_for(DEFAULT_STRATEGY)
 
     def build(extra: dict) -> Any:
@@ -308,8 +325,8 @@ def _points(graph, hw, values: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nd
     generic = None
     for c in np.unique(code[code > 0]):
         ones = {d: 1 for j, d in enumerate(free) if (int(c) >> j) & 1}
-        generic = _kernel_ops(graph, hw, {}) if generic is None else generic
-        if _kernel_ops(graph, hw, ones) == generic:
+        generic = _kernel_ops(graph, hw, {}) if generic is None and same_kernels else generic
+        if same_kernels and _kernel_ops(graph, hw, ones) == generic:
             continue
         mask = code == c
         sub = Compiled(build(ones)).evaluate({d: v[mask] for d, v in values.items() if d not in ones})
@@ -387,11 +404,41 @@ for _name, _file in validate_comm.TABLES.items():  # collectives: validate_comm.
                        row_by_row(lambda row, t=_name: validate_comm.key_of(t, row),
                                   lambda row, hw, warm, t=_name: validate_comm.price(t, row, hw))))
 
-for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py), each row estimated alone
+def _mla_variants(table: str, hw) -> Variants:
+    """MLA context and generation: one variant per kv_cache_dtype (its fp8 tensors as mla_model_of
+    re-types them, the family's query quantization included), batch, length and heads swept."""
+    def variants(rows: dict):
+        length = "isl" if table == "mla_context" else "step"
+        dims = {"b": rows["batch_size"], "s": rows[length], "h": rows["num_heads"]}
+        for kvdt in np.unique(rows["kv_cache_dtype"]):
+            row = {"kv_cache_dtype": kvdt, "batch_size": 1.0, length: 1.0, "num_heads": 1.0}
+            _, retype, _ = mla_model_of(table, row, {"batch_size": 1, length: 1, "num_heads": 1},
+                                        mla.quantizes_query(hw.family))
+            fp8 = kvdt == "fp8"
+            model = (mla_graphs.mla_context("b", "s", "h", fp8) if table == "mla_context"
+                     else mla_graphs.mla_generation("b", "s", "h"))
+            yield rows["kv_cache_dtype"] == kvdt, model, retype, dims
+    return variants
+
+
+def _mla_swept(table: str) -> PriceRows:
+    """Every row at once (`swept`); row by row with --warm-inputs."""
+    fallback = row_by_row(_kernel_key, lambda row, hw, warm: _mla_row(table, row, hw, warm))
+
+    def price_rows(rows: dict, hw, warm: bool) -> tuple[np.ndarray, np.ndarray]:
+        return swept(_mla_variants(table, hw), fallback, same_kernels=False)(rows, hw, warm)
+    return price_rows
+
+
+for _name, _file in MLA_TABLES.items():  # MLA ops (mla_graphs.py)
+    # the absorbed BMMs each row alone: their activation is L2-resident (_mla_row), which the points do
+    # not model
+    price_rows = (row_by_row(_kernel_key, lambda row, hw, warm, t=_name: _mla_row(t, row, hw, warm))
+                  if _name == "mla_bmm" else _mla_swept(_name))
     register(TableSpec(_name, _file, lambda d, t=_name: rows_of(d, t), lambda r, t=_name: regimes(t, r),
-                       row_by_row(_kernel_key, lambda row, hw, warm, t=_name: _mla_row(t, row, hw, warm))))
+                       price_rows))
 register(TableSpec("moe", "moe.csv.gz", lambda d: rows_of(d, "moe"), lambda r: regimes("moe", r),
-                   row_by_row(_kernel_key, lambda row, hw, warm: moe_price(row, hw))))
+                   moe_rows_price))
 
 
 def run_table(table: str, data: Path, hw, warm: bool, sample: int, seed: int) -> dict | None:

@@ -52,9 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     stage.add_argument("--fp8", action="store_true", help="fit only the fp8 constants on the fp8 GEMM rows")
     stage.add_argument("--comm", action="store_true",
                        help="fit the collective constants on nccl.csv.gz and custom_allreduce.csv.gz")
-    stage.add_argument("--mla-moe", choices=("mla_generation", "moe"), metavar="TABLE",
-                       help="fit the MLA decode (mla_generation) or MoE layer (moe) constants on a "
-                            "seeded half of that table, checked on the other half (printed; written by hand)")
+    stage.add_argument("--mla-moe", choices=("mla_generation", "moe", "mla_bmm"), metavar="TABLE",
+                       help="fit the MLA decode (mla_generation), MLA BMM (mla_bmm) or MoE layer (moe) "
+                            "constants on a seeded half of that table, checked on the other half (printed; "
+                            "written by hand)")
     stage.add_argument("--host", nargs="?", const="", metavar="PATH",
                        help="measure this machine into a descriptor YAML (default: the user cache, where "
                             "`--arch host` reads it)")

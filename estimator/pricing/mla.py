@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from estimator import symmath as sm
@@ -88,6 +89,10 @@ def is_latent(kv_heads: Any, dk: Any, dv: Any) -> bool:
         return False
 
 
+# the activation scale block of fp8_block_scaling_bmm_out (a documented engine rule: 1 x 128, DeepGEMM)
+BMM_ACTIVATION_BLOCK = 128
+
+
 def bmm_fp8_kind(family: str) -> str:
     """How the family's engine runs the absorbed BMMs with fp8 weights: "block_scaled" (quantize the
     activation per 1 x 128 block, then a block-scaled fp8 BMM) or "dequant_bf16" (bf16 BMM on weights
@@ -140,3 +145,119 @@ def decode_time(batch: Any, heads: Any, seq_kv: Any, dk: Any, dv: Any, q_bytes: 
     wave_eff = items / (sm.maximum(per_sm, 1) * sm_count)
     return MlaDecodeTime(f"mla decode {k.q_rows}x{k.kv_block} {mma}", ctas, per_sm, wave_eff, compute, memory,
                          fixed, time, mma)
+
+
+# ---- the absorbed-weight BMMs (mla_gen_pre / mla_gen_post) ----------------------------------------------
+#
+# Around the decode kernel the engine runs two batched GEMMs over the heads, one weight matrix per head:
+# q_nope [H, t, 128] x W_UK [H, 128, 512] and the context [H, t, 512] x W_UV [H, 512, 128]. The tokens are
+# the MMA's M side (TensorRT-LLM permutes [t, H, d] to [H, t, d] on the way: the strided view for cuBLAS,
+# the quantize kernel's permute for fp8), so one token still fills a whole block_m-row tile:
+#
+#     ctas      = H * ceil(t / block_m) * ceil(N / block_n)
+#     waves     = ceil(ctas / SMs)
+#     estimate  = fixed + max(waves * (wave_s + tile_mma), dram_bytes / (dram_bytes_per_s * dram))
+#     tile_mma  = 2 * block_m * block_n * K / (peak / SMs)        (the padded tile's MMAs on one SM)
+#     fixed     = launch_s + mem_latency_s + bmm_s
+#
+# K is 128 or 512, one to four 128-deep K blocks: a CTA's load -> MMA -> store chain is short and not
+# hidden behind a long main loop, so a wave costs its latency (`wave_s`) at small t, and the output
+# stream (t x H x N bf16) bounds it at large t. The library and its tile are the family's kernel facts
+# (mla_moe.yaml mla_bmm); the constants (bmm_s, wave_s, dram) are fitted per family and per library
+# (hwdesc/families/*.yaml efficiency.mla_bmm_*, estimate calibrate --mla-moe mla_bmm).
+
+BMM_KEYS = {False: ("mla_bmm_s", "mla_bmm_wave_s", "mla_bmm_dram"),
+            True: ("mla_bmm_fp8_s", "mla_bmm_fp8_wave_s", "mla_bmm_fp8_dram")}
+SYMBOLIC_ROWS = 4096  # the tokens a free dim's tile is chosen at (as pricing/plan.py SYMBOLIC_DIM_VALUE)
+
+
+@dataclass(frozen=True)
+class MlaBmmKernel:
+    library: str  # "cublas" (a fixed tile) or "deepgemm" (DeepGEMM's own block_n pick)
+    block_m: int  # token rows per tile (DeepGEMM: 64 up to 64 tokens, else this)
+    block_n: int  # output columns per tile (DeepGEMM: the widest candidate)
+
+
+@dataclass(frozen=True)
+class MlaBmmTime:
+    name: str
+    ctas: Any
+    waves: Any
+    wave_eff: Any
+    compute: Any  # waves * (wave_s + tile_mma)
+    memory: Any
+    fixed: Any
+    time: Any
+
+
+def bmm_kernel(family: str, block_scaled: bool, eff: dict) -> MlaBmmKernel | None:
+    """The family's absorbed-BMM kernel (block-scaled fp8 or bf16), None without one or its constants."""
+    raw = (family_kernels(family).get("mla_bmm") or {}).get("fp8_block" if block_scaled else "bf16")
+    if raw is None or not all(k in eff for k in BMM_KEYS[block_scaled]):
+        return None
+    return MlaBmmKernel(str(raw["library"]), int(raw["block_m"]), int(raw["block_n"]))
+
+
+def absorbed_bmm(a_shape: tuple, b_shape: tuple, y_shape: tuple, b_is_weight: bool) -> Any | None:
+    """The groups G of a batched GEMM with one weight matrix per group, as the engine runs the absorbed
+    MLA BMMs: B a weight [G, K, N] and the output [..., G, r, N]; every leading row (tokens, batch) then
+    folds into the M side of its group's GEMM (M = the GEMM's batch x M / G). None for any other MatMul."""
+    if not b_is_weight or len(b_shape) != 3 or len(a_shape) < 3 or len(y_shape) < 3:
+        return None
+    try:
+        same = sm.num(y_shape[-3] - b_shape[0]) == 0
+    except TypeError:
+        same = False
+    if not same:
+        return None
+    return int(sm.num(b_shape[0])) if sm.numeric(b_shape[0]) else b_shape[0]
+
+
+def _choice_rows(m: Any) -> Any:
+    """The tokens a tile is chosen at: the point's own (numbers, arrays), SYMBOLIC_ROWS for a free dim."""
+    if isinstance(m, np.ndarray) or sm.numeric(m):
+        return m
+    return SYMBOLIC_ROWS
+
+
+def deepgemm_tile(m: Any, n: int, groups: Any, sm_count: int, k: MlaBmmKernel) -> tuple[Any, Any]:
+    """DeepGEMM's pick (deep_gemm jit get_best_gemm_config, StridedBatched, no swap-AB): block_m 64 when M
+    <= 64 else 128; block_n among 16, 24, ..., 128: the fewest waves, then the fullest last wave, then the
+    narrower. A documented library rule, on numbers and arrays alike."""
+    m = np.asarray(_choice_rows(m))
+    groups = np.asarray(_choice_rows(groups))
+    bm = np.where(m <= 64, 64, k.block_m)
+    best_w = best_u = best_n = None
+    for bn in range(16, k.block_n + 1, 8):
+        ctas = -(-m // bm) * -(-n // bn) * groups
+        waves = -(-ctas // sm_count)
+        util = np.where(ctas % sm_count == 0, sm_count, ctas % sm_count)
+        if best_n is None:
+            best_w, best_u, best_n = waves, util, np.full(np.shape(waves), bn)
+            continue
+        win = (waves < best_w) | ((waves == best_w) & (util > best_u))
+        best_w, best_u = np.where(win, waves, best_w), np.where(win, util, best_u)
+        best_n = np.where(win, bn, best_n)
+    if best_n.ndim == 0:
+        return int(bm), int(best_n)
+    return bm, best_n
+
+
+def bmm_time(groups: Any, m: Any, n: Any, kdim: Any, peak: float, dram_bytes: Any, sm_count: int,
+             dram_bytes_per_s: float, eff: dict, k: MlaBmmKernel, block_scaled: bool) -> MlaBmmTime:
+    """The absorbed BMM's time (the block comment above), over numbers, arrays of points or sympy."""
+    s_key, wave_key, dram_key = BMM_KEYS[block_scaled]
+    if k.library == "deepgemm":
+        bm, bn = deepgemm_tile(m, int(sm.num(n)), groups, sm_count, k)
+    else:
+        bm, bn = k.block_m, k.block_n
+    ctas = groups * sm.ceil_div(m, bm) * sm.ceil_div(n, bn)
+    waves = sm.ceil_div(ctas, sm_count)
+    tile_mma = 2 * bm * bn * kdim / (peak / sm_count)
+    compute = waves * (eff[wave_key] + tile_mma)
+    memory = dram_bytes / (dram_bytes_per_s * eff[dram_key])
+    fixed = eff["launch_s"] + eff["mem_latency_s"] + eff[s_key]
+    time = fixed + sm.maximum(compute, memory)
+    wave_eff = ctas / (sm.maximum(waves, 1) * sm_count)
+    label = f"{bm}x{bn}" if isinstance(bm, int) and isinstance(bn, int) else k.library
+    return MlaBmmTime(f"mla bmm {k.library} {label}", ctas, waves, wave_eff, compute, memory, fixed, time)

@@ -79,35 +79,45 @@ def active_balanced(assignments, experts):
     return np.minimum(np.asarray(experts, dtype=float), np.asarray(assignments, dtype=float))
 
 
+@functools.lru_cache(maxsize=16384)  # the B200 table holds ~8.5K argument sets
 def power_law_counts(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
-                     draws: int = POWER_LAW_DRAWS) -> list[np.ndarray]:
+                     draws: int = POWER_LAW_DRAWS) -> tuple[np.ndarray, ...]:
     """Per-expert token counts of `draws` seeded draws of aiconfigurator's power-law generator: counts
     drawn i.i.d. from the power law on [1, 0.8 * tokens] (on [0.01, 2] when tokens * topk <= E), scaled
     to tokens * topk and rounded, the rounding's remainder added to the largest counts first (taken from
-    the smallest), and the EP group with the largest sum swapped onto rank 0 (the measured one)."""
+    the smallest), and the EP group with the largest sum swapped onto rank 0 (the measured one).
+    Seeded, so computed once per argument set (the MoE table's rows repeat them across layer sizes and
+    dtypes); the arrays are read-only."""
     rng = np.random.default_rng(0)
     a = tokens * topk
     lo, hi = (1.0, 0.8 * tokens) if a > experts else (0.01, 2.0)
     hi = max(hi, lo * (1 + 1e-9))
-    out = []
-    for _ in range(draws):
-        u = rng.random(experts)
-        x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
-        n = np.round(x / x.sum() * a)
-        delta = int(a - n.sum())
-        order = np.argsort(-n, kind="stable")
-        if delta > 0:
-            np.add.at(n, order[np.arange(delta) % experts], 1)
-        elif delta < 0:
-            positive = order[n[order] > 0][::-1]
-            np.add.at(n, positive[np.arange(-delta) % len(positive)], -1)
-        if experts % ep == 0 and ep > 1:
-            groups = n.reshape(ep, -1).copy()
-            heavy = int(np.argmax(groups.sum(axis=1)))
-            groups[[0, heavy]] = groups[[heavy, 0]]
-            n = groups.reshape(-1)
-        out.append(n)
-    return out
+    # every draw at once: [draws, experts] uniforms are the successive draws' own (one stream)
+    u = rng.random((draws, experts))
+    x = ((hi ** (1 - alpha) - lo ** (1 - alpha)) * u + lo ** (1 - alpha)) ** (1 / (1 - alpha))
+    n = np.round(x / x.sum(axis=1, keepdims=True) * a)
+    delta = (a - n.sum(axis=1)).astype(int)[:, None]
+    order = np.argsort(-n, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(experts)[None, :], axis=1)
+    # delta > 0: one each to the largest first, cycling (rank < delta mod E gets one more)
+    up = np.where(delta > 0, delta // experts + (rank < delta % experts), 0)
+    # delta < 0: one each from the smallest positive first, cycling over the L positive counts (the first
+    # L of the descending order): reversed position L - 1 - rank
+    live = n > 0
+    pos = np.maximum(live.sum(axis=1, keepdims=True), 1)
+    take = -np.minimum(delta, 0)
+    down = np.where(live & (delta < 0), take // pos + ((pos - 1 - rank) < take % pos), 0)
+    n = n + up - down
+    if experts % ep == 0 and ep > 1:
+        groups = n.reshape(draws, ep, -1)
+        heavy = np.argmax(groups.sum(axis=2), axis=1)
+        perm = np.tile(np.arange(ep), (draws, 1))
+        perm[:, 0] = heavy
+        perm[np.arange(draws), heavy] = 0
+        n = groups[np.arange(draws)[:, None], perm].reshape(draws, -1)
+    n.setflags(write=False)
+    return tuple(n)
 
 
 def power_law_loads(tokens: int, topk: int, experts: int, alpha: float, ep: int = 1,
@@ -146,7 +156,13 @@ def group_limited_gate(choices: np.ndarray, experts: int, topk: int, groups: int
     span more than `topk_groups` groups keeps those in the first groups and fills its top-k with the
     lowest-indexed experts of the kept groups, so those few experts collect most tokens."""
     # tokens with the same choices route the same: gate each distinct row once, weighted by its tokens
-    choices, weight = np.unique(choices, axis=0, return_counts=True)
+    # (distinct rows by a lexicographic sort of the columns: np.unique(axis=0)'s, without its slow
+    # structured-dtype sort)
+    ordered = choices[np.lexsort(choices.T[::-1])]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    choices = ordered[first]
+    weight = np.diff(np.append(np.flatnonzero(first), len(ordered)))
     t = choices.shape[0]
     counts = np.zeros((t, experts))
     np.add.at(counts, (np.repeat(np.arange(t), choices.shape[1]), choices.reshape(-1)), 1)
@@ -233,6 +249,17 @@ def block_scaled(family: str | None) -> frozenset:
     return frozenset((mla.kernels_file().get("moe_block_scaled") or {}).get(family) or ())
 
 
+@functools.lru_cache(maxsize=16384)
+def _load_stats(tokens: int, topk: int, experts: int, ep: int, distribution: str,
+                gate: bool) -> tuple[float, float, float]:
+    """The draws' mean (tile rows, active experts, assignments) of the measured rank (rank_loads); once
+    per argument set (the MoE table repeats them across layer sizes and dtypes)."""
+    draws = rank_loads(tokens, topk, experts, ep, distribution, gate=gate)
+    draws = draws if isinstance(draws, list) else [draws]
+    return (float(np.mean([np.ceil(d / TILE_M).sum() for d in draws])),
+            float(np.mean([len(d) for d in draws])), float(np.mean([d.sum() for d in draws])))
+
+
 def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp: int, ep: int,
                dtype: str, distribution: str, gated: bool, sm_count: int,
                fused_permute: bool = False, family: str | None = None) -> dict:
@@ -244,11 +271,7 @@ def layer_work(tokens: int, hidden: int, inter: int, topk: int, experts: int, tp
     wbytes, mma = DTYPES[dtype]
     inter_l = inter / tp
     mats = 3 if gated else 2
-    draws = rank_loads(tokens, topk, experts, ep, distribution, gate=fused_permute)
-    draws = draws if isinstance(draws, list) else [draws]
-    row_tiles = float(np.mean([np.ceil(d / TILE_M).sum() for d in draws]))
-    active = float(np.mean([len(d) for d in draws]))
-    assignments = float(np.mean([d.sum() for d in draws]))
+    row_tiles, active, assignments = _load_stats(tokens, topk, experts, ep, distribution, fused_permute)
     # the bound's rank: at least its mean share of the assignments (the measured rank holds the heaviest
     # group), in as few experts as one (a skewed draw may pile them up): a floor any draw stays above
     # NB: the min-latency kernel's rows read fewer experts than a balanced routing hits (B200 table: 32

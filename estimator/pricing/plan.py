@@ -258,9 +258,31 @@ def _gemm_plan(spec: GemmSpec, work: Work, hw: HardwareDescriptor, hwp: gemm_mod
     unit = unit or _mma_unit(work)
     if unit is None:
         return None
+    bmm = _mla_bmm_plan(spec, unit, work, hw, res)
+    if bmm is not None:
+        return bmm
     g = gemm_problem(spec, unit, work.dram_bytes, res.bytes, spec.a.name in res.resident,
                      spec.b.name in res.resident, hw, menu)
     return gemm_plan(g, unit, work.flops[unit], hw, hwp, menu, res, compiled)
+
+
+def _mla_bmm_plan(spec: GemmSpec, unit: tuple[str, str], work: Work, hw: HardwareDescriptor,
+                  res: Residency) -> TilePlan | None:
+    """A batched GEMM with one weight matrix per group (the absorbed MLA BMMs) as the engine runs it
+    (estimator/pricing/mla.py bmm_time), where the family has that kernel; else None (the tile model)."""
+    groups = mla.absorbed_bmm(spec.a.shape or (), spec.b.shape or (), spec.c.shape or (), spec.b.is_weight)
+    block = bool(spec.scale_block) and unit[1] != "bf16"
+    k = mla.bmm_kernel(hw.family, block, hw.efficiency) if groups is not None else None
+    peak = _peak(hw, *unit) if k is not None else None
+    if peak is None:
+        return None
+    # spec's dims, not the tensors' shapes: at arrays of points only the dims hold the points' values
+    rows = spec.batch * spec.m / groups
+    t = mla.bmm_time(groups, rows, spec.n, spec.k, peak, work.dram_bytes - res.bytes, hw.sm_count,
+                     hw.dram_bytes_per_s, dict(hw.efficiency), k, block)
+    util = work.flops[unit] / (t.time * peak) if unit[0] == TENSOR else None
+    return _plan("gemm", t.name, t.ctas, t.waves, t.wave_eff, util, t.time, t.compute, t.memory, 0.0,
+                 t.fixed, res)
 
 
 def gemm_plan(g: gemm_model.Gemm | None, unit: tuple[str, str] | None, mma_flops: Any, hw: HardwareDescriptor,
