@@ -65,11 +65,11 @@ def apply_precision(graph: Graph, precision: str, hw: HardwareDescriptor) -> Gra
 
         weight, act = DEPLOYED[precision]
         check_precision(precision, hw)
-        from estimator.pricing import mla
+        from estimator.cost import mla_bmm
 
         return w8a8(graph, weight, act, block=ACTIVATION_BLOCK.get(precision, 0),
                     quantize_activations=precision not in WEIGHT_ONLY,
-                    bmm_fp8=mla.bmm_fp8_kind(hw.family) if weight == "fp8e4m3" else None)
+                    bmm_fp8=mla_bmm.bmm_fp8_kind(hw.family) if weight == "fp8e4m3" else None)
     return retype(graph, check_precision(precision, hw))
 
 

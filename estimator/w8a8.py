@@ -23,8 +23,8 @@ dynamic per-tensor scale would add one reduction kernel per quantization. A line
 whose B input is the weight itself: one that reads its weight through a Transpose node is not
 recognised and stays at the activation dtype. The KV cache is recognised by name (past_key_values.*,
 present.*, as the exporters and models/ name it, like report/recommendation.kv_tensors).
-The absorbed MLA BMMs (a MatMul on a [G, K, N] weight, estimator/pricing/mla.absorbed_bmm) run as the
-family's engine runs them with fp8 weights (`bmm_fp8`, mla.bmm_fp8_kind): "block_scaled" (TensorRT-LLM
+The absorbed MLA BMMs (a MatMul on a [G, K, N] weight, estimator/cost/mla_bmm.absorbed_bmm) run as the
+family's engine runs them with fp8 weights (`bmm_fp8`, mla_bmm.bmm_fp8_kind): "block_scaled" (TensorRT-LLM
 sm90 fp8_block_scaling_bmm_out: a 1 x 128 permute-quantize of the activation, the attention output
 included, then DeepGEMM's strided batched fp8 GEMM, whatever the linears' scaling) or "dequant_bf16"
 (Blackwell: a bf16 BMM on weights dequantized at load: weight and activation stay bf16, no quantize).
@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from estimator.cost import mla_bmm
 from estimator.dtypes import FLOAT_DTYPES
 from estimator.ir import Graph, Node, Tensor
-from estimator.pricing import mla
 
 GEMM_OPS = frozenset({"MatMul", "Gemm"})
 
@@ -130,7 +130,7 @@ def _absorbed_bmm(graph: Graph, node: Node) -> bool:
     y = graph.tensors.get(node.outputs[0])
     if a is None or b is None or y is None:
         return False
-    return mla.absorbed_bmm(a.shape or (), b.shape or (), y.shape or (), b.is_weight) is not None
+    return mla_bmm.absorbed_bmm(a.shape or (), b.shape or (), y.shape or (), b.is_weight) is not None
 
 
 def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None = None, block: int = 0,
@@ -177,7 +177,7 @@ def w8a8(graph: Graph, weight_dtype: str, act_dtype: str, kv_dtype: str | None =
                 tensors[q] = replace(tensors[x], name=q, dtype=weight_dtype, is_weight=False, is_const=False)
                 tensors[scale] = Tensor(scale, (), "fp32", is_weight=True, is_const=True)
                 nodes.append(Node(f"{node.name}/QuantizeLinear", "QuantizeLinear", "", (x, scale), (q,),
-                                  {"axis": -1, "block_size": mla.BMM_ACTIVATION_BLOCK}))
+                                  {"axis": -1, "block_size": mla_bmm.BMM_ACTIVATION_BLOCK}))
             nodes.append(replace(node, inputs=(q,) + node.inputs[1:]))
             continue
         if x not in quantized and (chain := _attention_output(graph, x)) is not None:

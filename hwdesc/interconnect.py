@@ -214,8 +214,8 @@ def parse_collectives(fail, node: Any, key: str = f"{GROUP}.collectives") -> Col
         nvls_channels, nvls_chunk = raw.pop("channels", None), raw.pop("chunk_s", None)
         if (nvls_channels is None) != (nvls_chunk is None):
             raise fail(f"{key}.nvls.channels", "channels and chunk_s go together (both or neither)")
-        if nvls_channels is not None and (not isinstance(nvls_channels, int) or isinstance(nvls_channels, bool)
-                                          or not 1 <= nvls_channels <= 64):
+        bad_channels = not isinstance(nvls_channels, int) or isinstance(nvls_channels, bool)
+        if nvls_channels is not None and (bad_channels or not 1 <= nvls_channels <= 64):
             raise fail(f"{key}.nvls.channels", f"must be an integer in [1, 64], got {nvls_channels!r}")
         if nvls_chunk is not None and (not _positive(nvls_chunk) or nvls_chunk >= 1e-3):
             raise fail(f"{key}.nvls.chunk_s", f"must be in (0, 0.001) seconds, got {nvls_chunk!r}")

@@ -137,7 +137,8 @@ def test_a_blackwell_fit_goes_to_its_family_alone_unscaled(tmp_path):
     hopper = (folder / "hopper.yaml").read_text()
     consts = {"nccl": {op: {"simple": {"alpha_s": 2e-5, "step_s": 1e-6, "bus_efficiency": [0.5, 0.6, 0.7]}}
                        for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")},
-              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8, "channels": 24, "chunk_s": 3e-5},
+              "nvls": {"alpha_s": 5e-5, "bus_efficiency": 0.6, "min_gpus": 8, "channels": 24,
+                       "chunk_s": 3e-5},
               "custom": {"oneshot": {"alpha_s": 4e-6, "step_s": 1e-7, "bus_efficiency": 0.7}}}
     fit = {"fitted_on": "../shared/calibration/b200_sxm/nccl.csv.gz", "command": "estimate calibrate --comm"}
     assert comm_constants.write(consts, tmp_path, **fit, family="blackwell") == ["families/blackwell.yaml"]

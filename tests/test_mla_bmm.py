@@ -82,8 +82,8 @@ def test_decoder_bmm_and_calibration_row_are_one_kernel(arch):
 
 
 def _row_kernels(op: str, hw, pipe) -> dict:
-    model, retype, _ = validate_kernels.model_of("mla_bmm", {"op_name": op, "bmm_dtype": "fp8", "num_tokens": 64.0,
-                                                             "num_heads": 16.0}, False, mla.bmm_fp8_kind(hw.family))
+    row = {"op_name": op, "bmm_dtype": "fp8", "num_tokens": 64.0, "num_heads": 16.0}
+    model, retype, _ = validate_kernels.model_of("mla_bmm", row, False, mla.bmm_fp8_kind(hw.family))
     graph = import_model(model)
     for dtype in set(retype.values()):
         graph = kernel_graphs.retype(graph, tuple(n for n, d in retype.items() if d == dtype), dtype)

@@ -45,7 +45,7 @@ def test_power_law_counts_equal_the_draw_loop(args):
     got = moe.power_law_counts(*args)
     ref = _loop(*args)
     assert len(got) == len(ref) == moe.POWER_LAW_DRAWS
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=True):
         np.testing.assert_array_equal(g, r)
         assert not g.flags.writeable
 

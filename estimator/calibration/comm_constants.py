@@ -30,7 +30,8 @@ CARRIED = ("not fitted on a {family} GPU: the H100 fit (hwdesc/families/hopper.y
 NVLS_CHUNK_NOTE = (
     "nvls.channels: NCCL's NVLS CTAs in one node (src/transport/nvls.cc NVLS_NCHANNELS: sm100 24, sm90 16;",
     "a documented engine rule, read from the family file by the fit); chunk_s: one NVLS op's time per chunk",
-    "step, fitted with the all_reduce lines (fit_comm.fit_nccl); the chunk ladder is NCCL's (collectives.nvls_rate)")
+    "step, fitted with the all_reduce lines (fit_comm.fit_nccl); the chunk ladder is NCCL's",
+    "(collectives.nvls_rate)")
 NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}  # NCCL tuning.cc nvlsEfficiency (serving.md 1.2c)
 
 

@@ -141,7 +141,8 @@ def nccl_times(consts: dict, op: str, n, nbytes, nvls_ok, link: float) -> np.nda
         rate = np.full(len(nbytes), nv["bus_efficiency"] * link)
         if nv.get("chunk_s") is not None:  # collectives.nvls_rate's chunk limit
             ops = nv["channels"] * np.asarray(n)
-            chunk = np.array([collectives.nvls_chunk_bytes(float(b), int(o)) for b, o in zip(nbytes, ops)])
+            chunk = np.array([collectives.nvls_chunk_bytes(float(b), int(o))
+                              for b, o in zip(nbytes, ops, strict=True)])
             rate = np.minimum(rate, ops * chunk / nv["chunk_s"])
         t = nv["alpha_s"] + nbytes / rate
         best = np.where(nvls_ok & (n >= nv["min_gpus"]), np.minimum(best, t), best)

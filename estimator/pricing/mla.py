@@ -29,17 +29,22 @@ shape are the family's kernel facts (estimator/pricing/mla_moe.yaml); the consta
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from estimator import symmath as sm
 
-KERNELS_FILE = Path(__file__).with_name("mla_moe.yaml")
+# the absorbed BMM's recognition and the engine's fp8 kind are read below pricing too (the precision pass)
+from estimator.cost.mla_bmm import (  # noqa: F401
+    BMM_ACTIVATION_BLOCK,
+    KERNELS_FILE,
+    absorbed_bmm,
+    bmm_fp8_kind,
+    kernels_file,
+)
+
 MLA_KEYS = ("mla_decode_s", "mla_decode_seq_s", "mla_decode_row_s", "mla_overlap", "mla_tensor", "mla_dram")
 
 
@@ -50,10 +55,6 @@ class MlaDecodeKernel:
     fp8_mma: bool  # an fp8 cache multiplies in fp8 (else widened to bf16)
 
 
-@functools.lru_cache(maxsize=1)
-def kernels_file() -> dict:
-    """mla_moe.yaml, read once."""
-    return yaml.safe_load(KERNELS_FILE.read_text(encoding="utf-8")) or {}
 
 
 def family_kernels(family: str) -> dict:
@@ -89,15 +90,6 @@ def is_latent(kv_heads: Any, dk: Any, dv: Any) -> bool:
         return False
 
 
-# the activation scale block of fp8_block_scaling_bmm_out (a documented engine rule: 1 x 128, DeepGEMM)
-BMM_ACTIVATION_BLOCK = 128
-
-
-def bmm_fp8_kind(family: str) -> str:
-    """How the family's engine runs the absorbed BMMs with fp8 weights: "block_scaled" (quantize the
-    activation per 1 x 128 block, then a block-scaled fp8 BMM) or "dequant_bf16" (bf16 BMM on weights
-    dequantized at load); mla_moe.yaml."""
-    return (kernels_file().get("mla_bmm_fp8") or {}).get(family, "block_scaled")
 
 
 @dataclass(frozen=True)
@@ -196,21 +188,6 @@ def bmm_kernel(family: str, block_scaled: bool, eff: dict) -> MlaBmmKernel | Non
     if raw is None or not all(k in eff for k in BMM_KEYS[block_scaled]):
         return None
     return MlaBmmKernel(str(raw["library"]), int(raw["block_m"]), int(raw["block_n"]))
-
-
-def absorbed_bmm(a_shape: tuple, b_shape: tuple, y_shape: tuple, b_is_weight: bool) -> Any | None:
-    """The groups G of a batched GEMM with one weight matrix per group, as the engine runs the absorbed
-    MLA BMMs: B a weight [G, K, N] and the output [..., G, r, N]; every leading row (tokens, batch) then
-    folds into the M side of its group's GEMM (M = the GEMM's batch x M / G). None for any other MatMul."""
-    if not b_is_weight or len(b_shape) != 3 or len(a_shape) < 3 or len(y_shape) < 3:
-        return None
-    try:
-        same = sm.num(y_shape[-3] - b_shape[0]) == 0
-    except TypeError:
-        same = False
-    if not same:
-        return None
-    return int(sm.num(b_shape[0])) if sm.numeric(b_shape[0]) else b_shape[0]
 
 
 def _choice_rows(m: Any) -> Any:
