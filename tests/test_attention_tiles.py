@@ -10,6 +10,7 @@ import yaml
 import hwdesc
 from estimator.pricing import attention as attn_model
 from estimator.pricing import gemm as gemm_model
+from estimator.pricing import plan
 from estimator.pricing.menu import menu_for, parse
 
 HOPPER = menu_for("hopper")
@@ -69,6 +70,28 @@ def test_decode_reads_whole_pages_and_splits_big_fp8_groups():
     # bf16 cache: one CTA per KV head whatever the group (no max_group), still whole pages
     b = attn_model.decode(replace(a, kv_bytes=2.0), HOPPER, 1, _hw(), grouped=True)
     assert b.ctas == 1 and b.t_dram == pytest.approx((1000 + 63 * 256 * 2) / 1e12)
+
+
+def test_per_head_decode_far_die_rereads_cross_the_link():
+    # 64 query heads over 1 KV head, 1000 bf16 keys, head dim 128: the per-head kernel (one CTA per
+    # query head) reads K/V from DRAM once and re-reads it from L2 63 times:
+    #   re-reads  63 x 1000 x (128 + 128) x 2 B = 32,256,000 B / 10e12 B/s (L2)      = 3.2256e-6 s
+    # On a two-die L2 (far share 1/2, link 10e12 B/s) half of them also cross the link, in series:
+    #   link      0.5 x 32,256,000 B / 10e12 B/s                                    = 1.6128e-6 s
+    a = _attn(heads=64, kv_heads=1, seq_q=1, seq_kv=1000, decode=True)
+    one_die = attn_model.decode(a, HOPPER, 1, _hw(), grouped=False)
+    assert one_die.t_l2 == pytest.approx(3.2256e-6, rel=1e-12)
+    two_dies = replace(_hw(), l2_far_share=0.5, l2_link_bytes_per_s=10e12)
+    c = attn_model.decode(a, HOPPER, 1, two_dies, grouped=False)
+    assert c.t_l2 == pytest.approx(3.2256e-6 + 1.6128e-6, rel=1e-12)
+    # no re-read (group 1: one CTA per KV head), no link time
+    g1 = _attn(heads=1, kv_heads=1, seq_q=1, seq_kv=1000, decode=True)
+    assert attn_model.decode(g1, HOPPER, 1, two_dies, False).t_l2 == attn_model.decode(g1, HOPPER, 1, _hw(),
+                                                                                       False).t_l2
+    # the descriptors: B200's two dies and NV-HBI figure reach the tile model, H100 (one die) none
+    b200, h100 = plan.hw_params(hwdesc.load("b200")), plan.hw_params(hwdesc.load("h100-sxm"))
+    assert (b200.l2_far_share, b200.l2_link_bytes_per_s) == (0.5, 10e12)
+    assert (h100.l2_far_share, h100.l2_link_bytes_per_s) == (0.0, 0.0)
 
 
 def test_later_waves_cta_cost_hides_under_the_kv_stream():

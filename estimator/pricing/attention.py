@@ -244,7 +244,7 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     # The first read of a K/V byte is its DRAM fill (in `dram`); the L2 serves the re-reads on top.
     kv_l2 = a.batch * (kv_ctas - a.kv_heads) * (a.seq_kv + pad) * (a.dk + a.dv) * a.kv_bytes
     t_dram = dram / (hw.dram_bytes_per_s * dram_fraction(eff))
-    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff))
+    t_l2 = (dram + kv_l2) / (hw.l2_bytes_per_s * l2_fraction(eff)) + far_reread_s(kv_l2, hw)
     # The first wave's fixed cost is exposed; a later wave's overlaps the other SMs' K/V streams (the
     # SMs drift apart after the first wave), so it counts only towards the CTAs' own chain.
     chain = (waves - 1) * t_cta + t_stream
@@ -261,6 +261,23 @@ def decode(a: Attn, menu: FamilyMenu, split: int, hw: Hw, grouped: bool) -> Attn
     return AttnChoice(f"decode {'mma' if grouped else 'simt'} kv{kv}{_split_name(split)}", ctas, cpsm, waves,
                       ctas / (waves * slots), t_compute, t_dram, t_l2, time, split, t_overhead=t_cta,
                       chain_latency=latency)
+
+
+def far_reread_s(kv_l2: Any, hw: Hw) -> Any:
+    """The die-to-die leg of the decode kernels' K/V re-reads on a two-die L2 (B200: NV-HBI): a line is
+    homed in one partition (estimator/pricing/l2.py), so of the CTAs re-reading one KV head's K/V
+    (spread over both dies by the block scheduler) the share (P - 1) / P reads it from the far die's L2,
+    through the link, after the far slice has served it: the link's time adds to the L2's,
+
+        t = far_share * kv_l2 / l2_cross_partition_bytes_per_s
+
+    at the descriptor's link figure (no fitted constant). Why in series, not overlapped: these kernels
+    keep two K/V stages in flight per CTA, so a far line's link transfer lengthens each load rather than
+    running beside the near ones (on the B200 rows re-reading K/V 64-128 times the estimate otherwise
+    comes out 25-55 % fast, the one-re-read rows right). 0 on a single-die GPU."""
+    if not hw.l2_link_bytes_per_s:
+        return 0.0
+    return hw.l2_far_share * kv_l2 / hw.l2_link_bytes_per_s
 
 
 def _persistent_chain(ctas: Any, slots: Any, full: int, steps: Any, t_step: Any, t_cta: Any) -> Any:

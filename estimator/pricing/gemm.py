@@ -99,6 +99,10 @@ class Hw:
     smem_bytes_per_sm: float
     eff: dict = field(default_factory=dict)  # efficiency constants (hw.efficiency)
     cuda_flops_per_s: float = 0.0  # fp32 CUDA-core peak, whole GPU (block-scale promotion)
+    # a two-die L2 (estimator/pricing/l2.py): the share of L2 lines homed in a far partition, (P - 1) / P,
+    # and the die-to-die link's rate (descriptor figure, both directions together); 0 on one die
+    l2_far_share: float = 0.0
+    l2_link_bytes_per_s: float = 0.0
 
 
 @dataclass(frozen=True)

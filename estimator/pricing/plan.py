@@ -39,7 +39,7 @@ from estimator.pricing import attention as attn_model
 from estimator.pricing import deferred, memo, mla, moe, quant
 from estimator.pricing import gemm as gemm_model
 from estimator.pricing.compiled import SassPlan, for_kernel
-from estimator.pricing.l2 import effective_l2_bytes_per_s
+from estimator.pricing.l2 import cross_share, effective_l2_bytes_per_s
 from estimator.pricing.menu import FamilyMenu, menu_for
 from estimator.pricing.problem import GemmSpec, attention_of_kernel, gemm_of_kernel, kernel_scale_block
 from estimator.pricing.residency import Residency, residency
@@ -89,8 +89,12 @@ def tiling_supported(hw: HardwareDescriptor) -> bool:
 
 def hw_params(hw: HardwareDescriptor) -> gemm_model.Hw:
     # a two-die L2 is seen through its cross-partition link (estimator/pricing/l2.py)
+    parts = getattr(hw, "l2_partitions", None) or 1
+    link = getattr(hw, "l2_cross_partition_bytes_per_s", None) or 0.0
+    far = cross_share(parts) if parts > 1 and link else 0.0
     return gemm_model.Hw(hw.sm_count, hw.dram_bytes_per_s, effective_l2_bytes_per_s(hw), hw.l2_bytes,
-                         hw.smem_bytes_per_sm, dict(hw.efficiency), hw.cuda_flops_per_s["fp32"])
+                         hw.smem_bytes_per_sm, dict(hw.efficiency), hw.cuda_flops_per_s["fp32"],
+                         l2_far_share=far, l2_link_bytes_per_s=link)
 
 
 def plan_kernels(graph: Graph, kernels: Sequence, hw: HardwareDescriptor,
