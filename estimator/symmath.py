@@ -270,7 +270,7 @@ def argmin(choices: list) -> Any:
     """Index of the best of `choices` (objects with `time` and `t_compute`) by the tile choice's rule
     (ROUND_DIGITS): an int on numbers, on numpy arrays of points an int array (per point its own best;
     a running minimum, no candidates x points matrix is built). Free symbols are not decidable here:
-    the caller chooses on a numeric copy (estimator/pricing/plan.py `choose`)."""
+    the caller chooses on a numeric copy (estimator/pricing/plan.py `chosen`)."""
     if not any(isinstance(c.time, np.ndarray) for c in choices):
         def key(i: int) -> tuple[float, float]:
             return (round(float(choices[i].time), ROUND_DIGITS), float(choices[i].t_compute))

@@ -55,8 +55,6 @@ class MlaDecodeKernel:
     fp8_mma: bool  # an fp8 cache multiplies in fp8 (else widened to bf16)
 
 
-
-
 def family_kernels(family: str) -> dict:
     """The family's entry of mla_moe.yaml ({} when it lists none)."""
     raw = kernels_file()
@@ -88,8 +86,6 @@ def is_latent(kv_heads: Any, dk: Any, dv: Any) -> bool:
         return bool((gap > 0).all()) if hasattr(gap, "shape") else bool(gap > 0)
     except TypeError:
         return False
-
-
 
 
 @dataclass(frozen=True)

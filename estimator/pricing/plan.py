@@ -364,18 +364,11 @@ def _zero(x: Any) -> bool:
     return not isinstance(x, np.ndarray) and sm.numeric(x) and x == 0
 
 
-def choose(problem: Any, candidates, reprice) -> Any:
-    """The best candidate for `problem` by the rule of symmath.argmin: on numbers the one candidate, on
-    arrays of points each point's own (symmath.Picked). With free dims the choice is made on a numeric
-    copy (every free dim at SYMBOLIC_DIM_VALUE) and only the chosen candidate is priced symbolically
-    (`reprice`)."""
-    choice, symbolic = chosen(problem, candidates)
-    return reprice(choice) if symbolic and choice is not None else choice
-
-
 def chosen(problem: Any, candidates) -> tuple[Any, bool]:
-    """(`choose`'s candidate before any symbolic repricing, whether `problem` has free dims): with free
-    dims, the candidate chosen on the numeric copy, priced there."""
+    """(the best candidate for `problem` by the rule of symmath.argmin, whether `problem` has free dims):
+    on numbers the one candidate, on arrays of points each point's own (symmath.Picked). With free dims
+    the choice is made on a numeric copy (every free dim at SYMBOLIC_DIM_VALUE) and priced there: the
+    caller reprices the chosen candidate symbolically (now, or when read: estimator/pricing/deferred.py)."""
     fields = {k: v for k, v in vars(problem).items() if isinstance(v, sympy.Basic) and v.free_symbols}
     if not fields:
         choices, index = sm.argmin_of(candidates(problem))  # consumed as made (arrays: the losers dropped)
